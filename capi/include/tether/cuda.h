@@ -1,0 +1,80 @@
+/*
+ * tether/cuda.h - CUDA resources and the CUDA driver.
+ *
+ * tether links nothing from CUDA: libcuda.so.1 is loaded on first use. On a
+ * machine without a driver or device these functions fail with
+ * TETHER_ERROR_NO_DEVICE and a message saying why; host resources keep working.
+ * All CUDA work happens in the device's primary context, as the CUDA runtime
+ * does, so memory and streams interoperate with CuPy, PyTorch, Numba and
+ * cuda.core in the same process.
+ */
+#ifndef TETHER_CUDA_H
+#define TETHER_CUDA_H
+
+#include "tether/common.h"
+#include "tether/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** IPC handle types for an owned async pool (values of CUmemAllocationHandleType). */
+#define TETHER_IPC_HANDLE_NONE 0
+#define TETHER_IPC_HANDLE_POSIX_FD 1
+
+/** Options of tether_async_resource_create(). Initialise with TETHER_ASYNC_OPTIONS_INIT. */
+typedef struct tether_async_options {
+  uint32_t struct_size;
+  /** Nonzero: allocate from the device's default memory pool; the fields below are ignored. */
+  int32_t use_default_pool;
+  /** Bytes the owned pool reserves at creation (0: none). */
+  size_t initial_pool_size;
+  /** Bytes the owned pool keeps when idle instead of returning them (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD). */
+  size_t release_threshold;
+  /** Upper bound of the owned pool (0: no limit). */
+  size_t maximum_pool_size;
+  /** TETHER_IPC_HANDLE_NONE or TETHER_IPC_HANDLE_POSIX_FD. */
+  uint32_t ipc_handle_type;
+} tether_async_options_t;
+
+#define TETHER_ASYNC_OPTIONS_INIT { sizeof(tether_async_options_t), 0, 0, 0, 0, TETHER_IPC_HANDLE_NONE }
+
+/** Set *options to the defaults (see tether_pool_options_init for struct_size). */
+TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* options, size_t struct_size);
+
+/** *out = number of CUDA devices. NO_DEVICE (with the reason) if there is no usable driver. */
+TETHER_API tether_status_t tether_cuda_get_device_count(int* out);
+
+/** *out = the driver's CUDA version (e.g. 13000). NO_DEVICE if no driver. */
+TETHER_API tether_status_t tether_cuda_get_driver_version(int* out);
+
+/** *out = the calling thread's current device: its current context's device, else 0. */
+TETHER_API tether_status_t tether_cuda_get_current_device(int* out);
+
+/** Wait until all work on `stream` (of `device`'s primary context) is done. */
+TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream);
+
+/** Device memory of `device` from cuMemAlloc / cuMemFree (streams are ignored). out: +1. */
+TETHER_API tether_status_t tether_cuda_resource_create(int device, tether_resource_t** out);
+
+/**
+ * Stream-ordered device memory from a CUDA memory pool (cuMemAllocFromPoolAsync).
+ * options may be NULL (an owned pool with defaults). An owned pool is destroyed
+ * only when the last handle and the last allocation are gone. out: +1.
+ */
+TETHER_API tether_status_t tether_async_resource_create(int device, const tether_async_options_t* options,
+                                                        tether_resource_t** out);
+
+/** Managed (unified) memory from cuMemAllocManaged, attached globally. out: +1. */
+TETHER_API tether_status_t tether_managed_resource_create(int device, tether_resource_t** out);
+
+/**
+ * Page-locked host memory from cuMemHostAlloc (portable, device-mapped): host- and
+ * device-accessible. `device` is the device whose primary context allocates it. out: +1.
+ */
+TETHER_API tether_status_t tether_pinned_host_resource_create(int device, tether_resource_t** out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TETHER_CUDA_H */

@@ -1,0 +1,218 @@
+/*
+ * tether/resource.h - memory resources: creation, refcounting, allocation.
+ *
+ * A resource handle is refcounted. Every *_create function hands the caller
+ * one reference (+1). tether_resource_retain() adds one, tether_resource_release()
+ * drops one. When the last reference is gone the handle becomes stale: any
+ * later use returns TETHER_ERROR_INVALID_HANDLE (never undefined behaviour).
+ *
+ * Dependents keep what they depend on alive: a pool or adaptor retains its
+ * upstream, a buffer retains its resource, the current-resource table retains
+ * what is installed in it. Handles may therefore be released in any order.
+ * A resource whose last reference goes away while raw allocations made with
+ * tether_resource_allocate() are outstanding is kept (not destroyed, its memory
+ * not freed behind the caller's back) and reported by tether_debug_*.
+ *
+ * All functions are thread-safe; every resource is thread-safe.
+ */
+#ifndef TETHER_RESOURCE_H
+#define TETHER_RESOURCE_H
+
+#include "tether/common.h"
+#include "tether/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What a resource is. Values are stable. */
+typedef enum tether_resource_kind {
+  TETHER_RESOURCE_KIND_HOST = 1,        /* aligned host allocations (the C heap) */
+  TETHER_RESOURCE_KIND_POOL = 2,        /* coalescing suballocator over an upstream */
+  TETHER_RESOURCE_KIND_STATISTICS = 3,  /* counts what passes through to its upstream */
+  TETHER_RESOURCE_KIND_CUDA = 4,        /* cuMemAlloc / cuMemFree on one device */
+  TETHER_RESOURCE_KIND_ASYNC = 5,       /* stream-ordered, from a CUDA memory pool */
+  TETHER_RESOURCE_KIND_MANAGED = 6,     /* cuMemAllocManaged */
+  TETHER_RESOURCE_KIND_PINNED_HOST = 7  /* cuMemHostAlloc: page-locked, device-accessible */
+} tether_resource_kind_t;
+
+/** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */
+typedef struct tether_resource_properties {
+  uint32_t struct_size;
+  /** A tether_resource_kind_t value. */
+  uint32_t kind;
+  /** The device whose memory this is, or TETHER_DEVICE_HOST for host memory. */
+  int32_t device;
+  /** Nonzero if kernels on `device` may access the memory. */
+  int32_t device_accessible;
+  /** Nonzero if host code may access the memory. */
+  int32_t host_accessible;
+} tether_resource_properties_t;
+
+#define TETHER_RESOURCE_PROPERTIES_INIT { sizeof(tether_resource_properties_t), 0, 0, 0, 0 }
+
+/** Options of tether_pool_resource_create(). Initialise with TETHER_POOL_OPTIONS_INIT. */
+typedef struct tether_pool_options {
+  uint32_t struct_size;
+  /** Bytes taken from upstream when the pool is created (0: none). */
+  size_t initial_size;
+  /** The pool never holds more than this from upstream (0: no limit). */
+  size_t maximum_size;
+  /** Smallest chunk the pool asks upstream for when it grows (0: the default, 1 MiB). */
+  size_t growth_size;
+} tether_pool_options_t;
+
+#define TETHER_POOL_OPTIONS_INIT { sizeof(tether_pool_options_t), 0, 0, 0 }
+
+/**
+ * Set *options to the defaults. struct_size is the caller's sizeof, so a program
+ * built against older headers keeps working.
+ * Returns TETHER_ERROR_INVALID_ARGUMENT for NULL, TETHER_ERROR_VERSION_MISMATCH if
+ * struct_size is smaller than the first published layout.
+ */
+TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size);
+
+/** Counters kept by a statistics adaptor. Initialise struct_size (TETHER_STATISTICS_INIT). */
+typedef struct tether_statistics {
+  uint32_t struct_size;
+  /** Bytes allocated and not yet freed. */
+  uint64_t current_bytes;
+  /** Highest value current_bytes has had. */
+  uint64_t peak_bytes;
+  /** Bytes ever allocated. */
+  uint64_t total_bytes;
+  /** Allocations not yet freed. */
+  uint64_t current_count;
+  /** Highest value current_count has had. */
+  uint64_t peak_count;
+  /** Allocations ever made. */
+  uint64_t total_count;
+} tether_statistics_t;
+
+#define TETHER_STATISTICS_INIT { sizeof(tether_statistics_t), 0, 0, 0, 0, 0, 0 }
+
+/** What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT). */
+typedef struct tether_pool_info {
+  uint32_t struct_size;
+  /** Bytes the pool holds from its upstream. */
+  uint64_t pool_size;
+  /** Bytes of pool_size not allocated to anyone. */
+  uint64_t free_bytes;
+  /** The largest block that could be handed out without growing. */
+  uint64_t largest_free_block;
+  /** Chunks held from upstream. */
+  uint64_t chunk_count;
+} tether_pool_info_t;
+
+#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0 }
+
+/* ---- creation ------------------------------------------------------------ */
+
+/**
+ * A resource of aligned host allocations from the C heap.
+ * out: receives +1. It detects frees of memory that it did not allocate.
+ */
+TETHER_API tether_status_t tether_host_resource_create(tether_resource_t** out);
+
+/**
+ * A coalescing pool over `upstream` (not taken: the pool retains it itself).
+ * options may be NULL for the defaults. Allocations are carved from chunks
+ * obtained from upstream; tether_resource_trim() gives wholly free chunks back.
+ * When upstream is a CUDA resource the pool is stream-ordered: a block freed on
+ * stream A is reused on A at once and on another stream only after A's work.
+ * Errors: INVALID_ARGUMENT if initial_size > maximum_size; OUT_OF_MEMORY if
+ * initial_size cannot be obtained. out: receives +1.
+ */
+TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
+                                                       const tether_pool_options_t* options,
+                                                       tether_resource_t** out);
+
+/**
+ * An adaptor that forwards to `upstream` (retained by the adaptor) and counts
+ * bytes and allocations; read them with tether_resource_get_statistics().
+ * out: receives +1.
+ */
+TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
+                                                            tether_resource_t** out);
+
+/* ---- refcounting --------------------------------------------------------- */
+
+/** Add one reference. INVALID_HANDLE if `resource` is NULL or stale. Touches no error state. */
+TETHER_API tether_status_t tether_resource_retain(tether_resource_t* resource);
+
+/**
+ * Drop one reference; the last one makes the handle stale. NULL is a no-op (TETHER_OK).
+ * INVALID_HANDLE for a stale handle. Touches no error state.
+ */
+TETHER_API tether_status_t tether_resource_release(tether_resource_t* resource);
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/**
+ * Allocate `size` bytes aligned to `alignment` (a power of two; 0 means
+ * TETHER_DEFAULT_ALIGNMENT), ordered on `stream`. *out_ptr receives the memory,
+ * owned by the caller until given back with tether_resource_deallocate() on the
+ * same resource with the same size and alignment. size 0 gives *out_ptr = NULL.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out_ptr, bad alignment),
+ * OUT_OF_MEMORY (*out_ptr is then NULL).
+ */
+TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource, size_t size,
+                                                    size_t alignment, tether_stream_t stream,
+                                                    void** out_ptr);
+
+/**
+ * Give back memory from tether_resource_allocate() of this resource. The memory
+ * may be reused by work ordered after `stream`. NULL with size 0 is a no-op.
+ * Errors: INVALID_HANDLE; INVALID_ARGUMENT if the resource can tell that the
+ * pointer is not its own or size/alignment differ from the allocation (the
+ * memory is then left untouched).
+ */
+TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resource, void* ptr,
+                                                      size_t size, size_t alignment,
+                                                      tether_stream_t stream);
+
+/* ---- queries ------------------------------------------------------------- */
+
+/** Fill *out (caller sets out->struct_size). INVALID_HANDLE / INVALID_ARGUMENT. */
+TETHER_API tether_status_t tether_resource_get_properties(tether_resource_t* resource,
+                                                          tether_resource_properties_t* out);
+
+/** A short name ("host", "pool", ...). Borrowed, static storage; "" for a stale handle. */
+TETHER_API const char* tether_resource_get_name(tether_resource_t* resource);
+
+/**
+ * The upstream of a pool or adaptor: *out is borrowed (valid while `resource` is
+ * alive; retain it to keep it longer), NULL for resources without an upstream.
+ */
+TETHER_API tether_status_t tether_resource_get_upstream(tether_resource_t* resource,
+                                                        tether_resource_t** out);
+
+/**
+ * *out = 1 if memory from `a` may be given back to `b` and vice versa (the same
+ * resource, or two resources of one kind that share their memory), else 0.
+ */
+TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether_resource_t* b,
+                                                    int* out);
+
+/** Counters of a statistics adaptor; NOT_SUPPORTED for other resources. */
+TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
+                                                          tether_statistics_t* out);
+
+/** Reset peak_bytes / peak_count of a statistics adaptor to the current values. */
+TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource_t* resource);
+
+/** What a pool holds; NOT_SUPPORTED for other resources. */
+TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
+                                                         tether_pool_info_t* out);
+
+/**
+ * Give memory the resource holds but does not use back to its upstream (a pool
+ * returns its wholly free chunks; an async resource trims its CUDA pool).
+ * A no-op (TETHER_OK) for resources that hold nothing.
+ */
+TETHER_API tether_status_t tether_resource_trim(tether_resource_t* resource);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TETHER_RESOURCE_H */

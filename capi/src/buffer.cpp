@@ -1,0 +1,250 @@
+// Buffer handles: allocations that own their memory and free it into the
+// resource they came from (never into whatever is current at release time).
+#include <cstring>
+#include <mutex>
+
+#include "internal.hpp"
+#include "tether_core/cuda.hpp"
+#include "tether_core/process.hpp"
+
+namespace tether::capi {
+namespace {
+
+struct BufferObject : Object {
+  core::ResourcePtr core;             // the resource's core object (fast path)
+  tether_resource_t* resource = nullptr;  // retained handle, for get_resource identity
+  core::Properties props{};
+  std::mutex mutex;                   // guards ptr/size/stream against resize/set_stream
+  void* ptr = nullptr;
+  std::size_t size = 0;
+  core::stream_t stream = 0;
+
+  ~BufferObject() override {
+    // After exit has begun, CUDA may already be gone: leak device-visible memory.
+    const bool skip = props.device_accessible && core::process_is_exiting();
+    if (ptr != nullptr && !skip) {
+      try {
+        core->deallocate(ptr, size, 0, stream);
+      } catch (...) {
+        // Nothing can be reported from a release; the memory is leaked.
+      }
+    }
+    core.reset();
+    release_resource(resource);
+  }
+};
+
+inline std::uintptr_t value_of(tether_buffer_t* h) noexcept { return reinterpret_cast<std::uintptr_t>(h); }
+
+class BufferRef {
+ public:
+  explicit BufferRef(tether_buffer_t* h) : h_(h) {
+    if (h == nullptr) throw core::Error(TETHER_ERROR_INVALID_HANDLE, "buffer handle is NULL");
+    obj_ = static_cast<BufferObject*>(registry::acquire(value_of(h), ObjectType::Buffer));
+    if (obj_ == nullptr)
+      throw core::Error(TETHER_ERROR_INVALID_HANDLE,
+                        "not a live buffer handle (released, forged, or of another type)");
+  }
+  ~BufferRef() { registry::release(value_of(h_), ObjectType::Buffer); }
+  BufferRef(const BufferRef&) = delete;
+  BufferRef& operator=(const BufferRef&) = delete;
+  BufferObject* operator->() const noexcept { return obj_; }
+
+ private:
+  tether_buffer_t* h_;
+  BufferObject* obj_ = nullptr;
+};
+
+bool host_only(const core::Properties& p) { return p.host_accessible && !p.device_accessible; }
+
+int copy_device(const core::Properties& p) { return p.device >= 0 ? p.device : 0; }
+
+// Copy between memory of a buffer (props) and plain host memory, or between two buffers.
+void copy_bytes(void* dst, const core::Properties& dp, const void* src, const core::Properties& sp,
+                std::size_t n, core::stream_t stream, bool synchronous) {
+  if (n == 0) return;
+  if (host_only(dp) && host_only(sp)) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const int device = dp.device_accessible ? copy_device(dp) : copy_device(sp);
+  core::cuda::copy(dst, src, n, device, stream, synchronous);
+}
+
+const core::Properties kPlainHost{TETHER_RESOURCE_KIND_HOST, TETHER_DEVICE_HOST, false, true};
+
+void check_range(std::size_t offset, std::size_t n, std::size_t size, const char* what) {
+  if (offset > size || n > size - offset)
+    core::throw_invalid_argument(std::string(what) + ": offset " + std::to_string(offset) + " + size " +
+                                 std::to_string(n) + " exceeds the buffer's " + std::to_string(size) +
+                                 " bytes");
+}
+
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_buffer_create(tether_resource_t* resource, int device, size_t size,
+                                                tether_stream_t stream, tether_buffer_t** out) {
+  return guard("tether_buffer_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    HandleRef current;
+    if (resource == nullptr) {
+      current = current_resource(device);
+      resource = current.get();
+    }
+    ResourceRef r(resource);
+    auto* b = new BufferObject;
+    b->core = r->core;
+    b->props = r->core->properties();
+    b->stream = stream;
+    b->size = size;
+    try {
+      b->ptr = b->core->allocate(size, 0, stream);
+    } catch (...) {
+      b->size = 0;
+      delete b;
+      throw;
+    }
+    retain_resource(resource);  // cannot fail: r holds a reference
+    b->resource = resource;
+    *out = reinterpret_cast<tether_buffer_t*>(registry::create(ObjectType::Buffer, b));
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_retain(tether_buffer_t* buffer) {
+  if (buffer == nullptr) return TETHER_ERROR_INVALID_HANDLE;
+  return registry::acquire(value_of(buffer), ObjectType::Buffer) ? TETHER_OK : TETHER_ERROR_INVALID_HANDLE;
+}
+
+TETHER_API tether_status_t tether_buffer_release(tether_buffer_t* buffer) {
+  if (buffer == nullptr) return TETHER_OK;
+  return registry::release(value_of(buffer), ObjectType::Buffer) ? TETHER_OK : TETHER_ERROR_INVALID_HANDLE;
+}
+
+TETHER_API tether_status_t tether_buffer_get_info(tether_buffer_t* buffer, tether_buffer_info_t* out) {
+  return guard("tether_buffer_get_info", [&] {
+    BufferRef b(buffer);
+    tether_buffer_info_t info = TETHER_BUFFER_INFO_INIT;
+    {
+      std::lock_guard<std::mutex> lock(b->mutex);
+      info.ptr = b->ptr;
+      info.size = b->size;
+      info.stream = b->stream;
+    }
+    info.device = b->props.device;
+    info.device_accessible = b->props.device_accessible ? 1 : 0;
+    info.host_accessible = b->props.host_accessible ? 1 : 0;
+    write_info(out, info, "out");
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_get_ptr(tether_buffer_t* buffer, void** out) {
+  return guard("tether_buffer_get_ptr", [&] {
+    require_out(out);
+    BufferRef b(buffer);
+    std::lock_guard<std::mutex> lock(b->mutex);
+    *out = b->ptr;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_get_size(tether_buffer_t* buffer, size_t* out) {
+  return guard("tether_buffer_get_size", [&] {
+    require_out(out);
+    BufferRef b(buffer);
+    std::lock_guard<std::mutex> lock(b->mutex);
+    *out = b->size;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_get_resource(tether_buffer_t* buffer, tether_resource_t** out) {
+  return guard("tether_buffer_get_resource", [&] {
+    require_out(out);
+    BufferRef b(buffer);
+    *out = b->resource;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_set_stream(tether_buffer_t* buffer, tether_stream_t stream) {
+  return guard("tether_buffer_set_stream", [&] {
+    BufferRef b(buffer);
+    std::lock_guard<std::mutex> lock(b->mutex);
+    b->stream = stream;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_copy_from_host(tether_buffer_t* buffer, size_t offset,
+                                                        const void* src, size_t size) {
+  return guard("tether_buffer_copy_from_host", [&] {
+    BufferRef b(buffer);
+    if (src == nullptr && size != 0) core::throw_invalid_argument("src must not be NULL");
+    std::lock_guard<std::mutex> lock(b->mutex);
+    check_range(offset, size, b->size, "copy_from_host");
+    copy_bytes(static_cast<char*>(b->ptr) + offset, b->props, src, kPlainHost, size, b->stream, true);
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_copy_to_host(tether_buffer_t* buffer, size_t offset, void* dst,
+                                                      size_t size) {
+  return guard("tether_buffer_copy_to_host", [&] {
+    BufferRef b(buffer);
+    if (dst == nullptr && size != 0) core::throw_invalid_argument("dst must not be NULL");
+    std::lock_guard<std::mutex> lock(b->mutex);
+    check_range(offset, size, b->size, "copy_to_host");
+    copy_bytes(dst, kPlainHost, static_cast<const char*>(b->ptr) + offset, b->props, size, b->stream, true);
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_copy(tether_buffer_t* dst, size_t dst_offset, tether_buffer_t* src,
+                                              size_t src_offset, size_t size) {
+  return guard("tether_buffer_copy", [&] {
+    BufferRef d(dst);
+    BufferRef s(src);
+    // Lock both in a fixed order (by address) so concurrent opposite copies cannot deadlock.
+    std::unique_lock<std::mutex> l1, l2;
+    if (d.operator->() == s.operator->()) {
+      l1 = std::unique_lock<std::mutex>(d->mutex);
+    } else if (d.operator->() < s.operator->()) {
+      l1 = std::unique_lock<std::mutex>(d->mutex);
+      l2 = std::unique_lock<std::mutex>(s->mutex);
+    } else {
+      l1 = std::unique_lock<std::mutex>(s->mutex);
+      l2 = std::unique_lock<std::mutex>(d->mutex);
+    }
+    check_range(dst_offset, size, d->size, "copy (destination)");
+    check_range(src_offset, size, s->size, "copy (source)");
+    char* dp = static_cast<char*>(d->ptr) + dst_offset;
+    const char* sp = static_cast<const char*>(s->ptr) + src_offset;
+    if (d.operator->() == s.operator->() && size != 0 && host_only(d->props)) {
+      std::memmove(dp, sp, size);
+      return;
+    }
+    // Host-only copies complete before returning; device copies are ordered on dst's stream.
+    copy_bytes(dp, d->props, sp, s->props, size, d->stream, false);
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t new_size) {
+  return guard("tether_buffer_resize", [&] {
+    BufferRef b(buffer);
+    std::lock_guard<std::mutex> lock(b->mutex);
+    if (new_size == b->size) return;
+    void* fresh = b->core->allocate(new_size, 0, b->stream);
+    try {
+      copy_bytes(fresh, b->props, b->ptr, b->props, new_size < b->size ? new_size : b->size, b->stream, false);
+    } catch (...) {
+      b->core->deallocate(fresh, new_size, 0, b->stream);
+      throw;
+    }
+    b->core->deallocate(b->ptr, b->size, 0, b->stream);
+    b->ptr = fresh;
+    b->size = new_size;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,104 @@
+// The C ABI of tether/cuda.h: device queries and the CUDA resources.
+#include "internal.hpp"
+#include "tether_core/cuda.hpp"
+
+namespace tether::capi {
+namespace {
+
+const tether_async_options_t kAsyncDefaults = TETHER_ASYNC_OPTIONS_INIT;
+
+// A device argument of a CUDA resource: an id or TETHER_DEVICE_CURRENT.
+// With no driver every id (even a bad one) reports NO_DEVICE, so a caller
+// learns the real problem first.
+int cuda_device(int device) {
+  if (device == TETHER_DEVICE_CURRENT) return core::cuda::current_device();
+  (void)core::cuda::device_count();  // NO_DEVICE before INVALID_ARGUMENT
+  if (device == TETHER_DEVICE_HOST)
+    core::throw_invalid_argument("a CUDA resource needs a device id, not TETHER_DEVICE_HOST");
+  core::cuda::check_device(device);
+  return device;
+}
+
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* options, size_t struct_size) {
+  return guard("tether_async_options_init",
+               [&] { init_options(options, struct_size, kAsyncDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_cuda_get_device_count(int* out) {
+  return guard("tether_cuda_get_device_count", [&] {
+    require_out(out);
+    *out = 0;
+    *out = core::cuda::device_count();
+  });
+}
+
+TETHER_API tether_status_t tether_cuda_get_driver_version(int* out) {
+  return guard("tether_cuda_get_driver_version", [&] {
+    require_out(out);
+    *out = 0;
+    *out = core::cuda::driver_version();
+  });
+}
+
+TETHER_API tether_status_t tether_cuda_get_current_device(int* out) {
+  return guard("tether_cuda_get_current_device", [&] {
+    require_out(out);
+    *out = 0;
+    *out = core::cuda::current_device();
+  });
+}
+
+TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream) {
+  return guard("tether_cuda_stream_synchronize",
+               [&] { core::cuda::stream_synchronize(cuda_device(device), stream); });
+}
+
+TETHER_API tether_status_t tether_cuda_resource_create(int device, tether_resource_t** out) {
+  return guard("tether_cuda_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = make_resource_handle(core::cuda::make_cuda_resource(cuda_device(device)), nullptr);
+  });
+}
+
+TETHER_API tether_status_t tether_async_resource_create(int device, const tether_async_options_t* options,
+                                                        tether_resource_t** out) {
+  return guard("tether_async_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    const tether_async_options_t o = read_options(options, kAsyncDefaults, "options");
+    core::cuda::AsyncOptions co;
+    co.use_default_pool = o.use_default_pool != 0;
+    co.initial_pool_size = o.initial_pool_size;
+    co.release_threshold = o.release_threshold;
+    co.maximum_pool_size = o.maximum_pool_size;
+    co.ipc_handle_type = o.ipc_handle_type;
+    *out = make_resource_handle(core::cuda::make_async_resource(cuda_device(device), co), nullptr);
+  });
+}
+
+TETHER_API tether_status_t tether_managed_resource_create(int device, tether_resource_t** out) {
+  return guard("tether_managed_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = make_resource_handle(core::cuda::make_managed_resource(cuda_device(device)), nullptr);
+  });
+}
+
+TETHER_API tether_status_t tether_pinned_host_resource_create(int device, tether_resource_t** out) {
+  return guard("tether_pinned_host_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = make_resource_handle(core::cuda::make_pinned_host_resource(cuda_device(device)), nullptr);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,100 @@
+// The process-wide current-resource table (one per process, inside libtether).
+#include <string>
+
+#include "internal.hpp"
+#include "tether_core/cuda.hpp"
+#include "tether_core/current_table.hpp"
+#include "tether_core/host.hpp"
+
+namespace tether::capi {
+namespace {
+
+using Table = core::CurrentTable<HandleRef>;
+
+HandleRef make_default(int slot) {
+  core::ResourcePtr r = slot == Table::kHostSlot ? core::make_host_resource()
+                                                 : core::cuda::make_cuda_resource(slot);
+  return HandleRef::adopt(make_resource_handle(std::move(r), nullptr));
+}
+
+Table& table() {
+  // Never destroyed: a static destructor must not release CUDA resources after
+  // exit has begun, and late releases from other libraries must still work.
+  static Table* t = new Table(make_default);
+  return *t;
+}
+
+// A resource may be installed for `slot` if its memory is usable there.
+void check_usable(const core::Properties& p, int slot) {
+  if (slot == Table::kHostSlot) {
+    if (!p.host_accessible)
+      core::throw_invalid_argument("the host slot needs a host-accessible resource (this one gives device memory)");
+    return;
+  }
+  if (!p.device_accessible)
+    core::throw_invalid_argument("device " + std::to_string(slot) +
+                                 "'s slot needs a device-accessible resource (this one gives host-only memory)");
+  const bool any_device = p.device == TETHER_DEVICE_HOST || p.kind == TETHER_RESOURCE_KIND_MANAGED;
+  if (!any_device && p.device != slot)
+    core::throw_invalid_argument("the resource's memory is on device " + std::to_string(p.device) +
+                                 ", not device " + std::to_string(slot));
+}
+
+}  // namespace
+
+int resolve_device(int device) {
+  if (device == TETHER_DEVICE_HOST) return Table::kHostSlot;
+  if (device == TETHER_DEVICE_CURRENT) return core::cuda::current_device();
+  if (device < 0 || device >= Table::kMaxDevices)
+    core::throw_invalid_argument("invalid device id " + std::to_string(device) +
+                                 ": use a CUDA device id, TETHER_DEVICE_HOST (-1) or TETHER_DEVICE_CURRENT (-2)");
+  core::cuda::check_device(device);
+  return device;
+}
+
+HandleRef current_resource(int device) { return table().get(resolve_device(device)); }
+
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_current_resource_get(int device, tether_resource_t** out) {
+  return guard("tether_current_resource_get", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = current_resource(device).release();
+  });
+}
+
+TETHER_API tether_status_t tether_current_resource_set(int device, tether_resource_t* resource,
+                                                       tether_resource_t** out_previous) {
+  return guard("tether_current_resource_set", [&] {
+    if (out_previous != nullptr) *out_previous = nullptr;
+    const int slot = resolve_device(device);
+    HandleRef next;
+    if (resource != nullptr) {
+      ResourceRef r(resource);
+      check_usable(r->core->properties(), slot);
+      retain_resource(resource);  // cannot fail: r holds a reference
+      next = HandleRef::adopt(resource);
+    }
+    HandleRef previous = table().set(slot, std::move(next));
+    if (out_previous != nullptr) *out_previous = previous.release();
+  });
+}
+
+TETHER_API tether_status_t tether_current_resource_lock(int device) {
+  return guard("tether_current_resource_lock", [&] { table().lock(resolve_device(device)); });
+}
+
+TETHER_API tether_status_t tether_current_resource_is_locked(int device, int* out) {
+  return guard("tether_current_resource_is_locked", [&] {
+    require_out(out);
+    *out = table().is_locked(resolve_device(device)) ? 1 : 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,175 @@
+// The handle registry: checked, refcounted handles.
+//
+// A handle is not a pointer to the object. Its value encodes a slot index and
+// the slot's generation: (generation << 32) | (index + 1). Each slot keeps an
+// atomic word (generation << 32 | refcount). A handle is live while its
+// generation matches and the refcount is non-zero; the release that brings the
+// count to zero bumps the generation in the same atomic step, so every later
+// use of that value - or of a forged value - fails the check and is reported
+// as TETHER_ERROR_INVALID_HANDLE instead of touching freed memory.
+//
+// Slots live in chunks that are never freed or moved, so lookups take no lock.
+// The registry itself is never destroyed: releases from other libraries'
+// static destructors at exit still find it.
+#include <mutex>
+#include <vector>
+
+#include "internal.hpp"
+
+namespace tether::capi::registry {
+namespace {
+
+static_assert(sizeof(void*) == 8, "tether handles need a 64-bit address space");
+
+constexpr std::uint32_t kChunkBits = 12;
+constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
+constexpr std::uint32_t kMaxChunks = 1u << 16;  // 268M handles at once
+
+struct Slot {
+  std::atomic<std::uint64_t> state{0};  // generation << 32 | refcount
+  std::atomic<Object*> object{nullptr};
+  std::atomic<std::uint32_t> type{0};
+};
+
+std::atomic<Slot*> g_chunks[kMaxChunks];            // constant-initialised, never freed
+std::atomic<std::uint32_t> g_published{0};          // slots [0, g_published) exist
+std::atomic<std::int64_t> g_live[3];                // by ObjectType (index 0 unused)
+
+struct FreeList {
+  std::mutex mutex;
+  std::vector<std::uint32_t> indices;
+  std::uint32_t next = 0;
+};
+FreeList& free_list() {
+  static FreeList* list = new FreeList;  // leaked on purpose (see above)
+  return *list;
+}
+
+constexpr std::uint64_t kCountMask = 0xffffffffull;
+
+Slot* slot_at(std::uint32_t index) noexcept {
+  if (index >= g_published.load(std::memory_order_acquire)) return nullptr;
+  Slot* chunk = g_chunks[index >> kChunkBits].load(std::memory_order_acquire);
+  return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
+}
+
+bool decode(std::uintptr_t h, std::uint32_t& index, std::uint32_t& gen) noexcept {
+  const std::uint32_t low = static_cast<std::uint32_t>(h & kCountMask);
+  gen = static_cast<std::uint32_t>(static_cast<std::uint64_t>(h) >> 32);
+  if (low == 0 || gen == 0) return false;
+  index = low - 1;
+  return true;
+}
+
+// Drop one reference of a slot known to be of generation `gen`.
+bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
+  std::uint64_t cur = s->state.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
+    std::uint64_t next;
+    const bool last = (cur & kCountMask) == 1;
+    if (last) {
+      std::uint32_t g = gen + 1;
+      if (g == 0) g = 1;
+      next = static_cast<std::uint64_t>(g) << 32;
+    } else {
+      next = cur - 1;
+    }
+    if (s->state.compare_exchange_weak(cur, next, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+      if (!last) return true;
+      Object* obj = s->object.exchange(nullptr, std::memory_order_acq_rel);
+      const std::uint32_t type = s->type.load(std::memory_order_relaxed);
+      delete obj;  // may release other handles (upstreams); never this slot
+      g_live[type].fetch_sub(1, std::memory_order_relaxed);
+      FreeList& fl = free_list();
+      std::lock_guard<std::mutex> lock(fl.mutex);
+      fl.indices.push_back(index);
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+std::uintptr_t create(ObjectType type, Object* obj) {
+  std::uint32_t index;
+  {
+    FreeList& fl = free_list();
+    std::lock_guard<std::mutex> lock(fl.mutex);
+    if (!fl.indices.empty()) {
+      index = fl.indices.back();
+      fl.indices.pop_back();
+    } else {
+      index = fl.next;
+      const std::uint32_t chunk = index >> kChunkBits;
+      if (chunk >= kMaxChunks) {
+        delete obj;
+        throw core::Error(TETHER_ERROR_OUT_OF_MEMORY, "too many live tether handles");
+      }
+      if (g_chunks[chunk].load(std::memory_order_relaxed) == nullptr) {
+        Slot* c = new (std::nothrow) Slot[kChunkSize];
+        if (c == nullptr) {
+          delete obj;
+          throw std::bad_alloc();
+        }
+        g_chunks[chunk].store(c, std::memory_order_release);
+      }
+      fl.next = index + 1;
+      g_published.store(fl.next, std::memory_order_release);
+    }
+  }
+  Slot* s = slot_at(index);
+  const std::uint64_t old = s->state.load(std::memory_order_relaxed);
+  std::uint32_t gen = static_cast<std::uint32_t>(old >> 32);
+  if (gen == 0) gen = 1;
+  s->type.store(static_cast<std::uint32_t>(type), std::memory_order_relaxed);
+  s->object.store(obj, std::memory_order_relaxed);
+  g_live[static_cast<std::uint32_t>(type)].fetch_add(1, std::memory_order_relaxed);
+  s->state.store((static_cast<std::uint64_t>(gen) << 32) | 1u, std::memory_order_release);
+  return (static_cast<std::uintptr_t>(gen) << 32) | (index + 1);
+}
+
+Object* acquire(std::uintptr_t h, ObjectType type) noexcept {
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return nullptr;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return nullptr;
+  std::uint64_t cur = s->state.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return nullptr;
+    if ((cur & kCountMask) == kCountMask) return nullptr;  // refcount would overflow
+    if (s->state.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel,
+                                       std::memory_order_relaxed))
+      break;
+  }
+  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) {
+    drop(s, index, gen);
+    return nullptr;
+  }
+  return s->object.load(std::memory_order_acquire);
+}
+
+bool release(std::uintptr_t h, ObjectType type) noexcept {
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return false;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return false;
+  // Check the generation before trusting the type: a stale handle's slot may
+  // already hold an object of another type.
+  const std::uint64_t cur = s->state.load(std::memory_order_acquire);
+  if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
+  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
+  return drop(s, index, gen);
+}
+
+std::size_t live(std::uint32_t type) noexcept {
+  if (type == 0) {
+    return static_cast<std::size_t>(g_live[1].load(std::memory_order_relaxed) +
+                                    g_live[2].load(std::memory_order_relaxed));
+  }
+  if (type > 2) return 0;
+  return static_cast<std::size_t>(g_live[type].load(std::memory_order_relaxed));
+}
+
+}  // namespace tether::capi::registry

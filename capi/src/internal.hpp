@@ -1,0 +1,182 @@
+// Internal glue shared by the capi/src/*.cpp files: checked handles and the
+// exception -> status boundary. Nothing here is exported.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "tether/tether.h"
+#include "tether_core/error.hpp"
+#include "tether_core/resource.hpp"
+
+namespace tether::capi {
+
+// ---- errors ---------------------------------------------------------------
+
+// Record the calling thread's last error and return `status`.
+tether_status_t set_error(tether_status_t status, const std::string& message) noexcept;
+
+// Run f(); translate any exception into a status and the thread's message,
+// prefixed with the name of the API function. Nothing escapes.
+template <class F>
+tether_status_t guard(const char* function, F&& f) noexcept {
+  try {
+    f();
+    return TETHER_OK;
+  } catch (const core::Error& e) {
+    return set_error(e.status(), std::string(function) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    return set_error(TETHER_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+  } catch (...) {
+    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+  }
+}
+
+// Throw INVALID_ARGUMENT naming `what` if p is NULL.
+template <class T>
+void require_out(T* p, const char* what = "out") {
+  if (p == nullptr) core::throw_invalid_argument(std::string(what) + " must not be NULL");
+}
+
+// ---- versioned structs -----------------------------------------------------
+
+// Option / info structs begin with uint32_t struct_size and only ever grow.
+// The layout published first is the one in today's headers, so any size below
+// sizeof(T) is from no published header.
+template <class T>
+void check_struct_size(std::uint32_t struct_size, const char* what) {
+  if (struct_size < sizeof(T))
+    throw core::Error(TETHER_ERROR_VERSION_MISMATCH,
+                      std::string(what) + ".struct_size is " + std::to_string(struct_size) +
+                          ", smaller than any published layout (" + std::to_string(sizeof(T)) +
+                          "); initialise it with the _INIT macro or _options_init()");
+}
+
+// Read a caller's options struct (NULL: the defaults) of any published size.
+template <class T>
+T read_options(const T* in, const T& defaults, const char* what) {
+  T v = defaults;
+  if (in != nullptr) {
+    check_struct_size<T>(in->struct_size, what);
+    std::memcpy(&v, in, sizeof(T));  // fields appended by newer headers are ignored
+  }
+  v.struct_size = sizeof(T);
+  return v;
+}
+
+// Fill a caller's info struct (of any published size), keeping its struct_size.
+template <class T>
+void write_info(T* out, const T& value, const char* what) {
+  require_out(out, what);
+  check_struct_size<T>(out->struct_size, what);
+  const std::uint32_t keep = out->struct_size;
+  std::memcpy(static_cast<void*>(out), &value, sizeof(T));
+  out->struct_size = keep;
+}
+
+// Implements tether_*_options_init: zero the caller's struct, set the defaults we know.
+template <class T>
+void init_options(T* out, std::size_t struct_size, const T& defaults, const char* what) {
+  require_out(out, what);
+  if (struct_size < sizeof(T)) check_struct_size<T>(static_cast<std::uint32_t>(struct_size), what);
+  std::memset(static_cast<void*>(out), 0, struct_size);
+  std::memcpy(static_cast<void*>(out), &defaults, sizeof(T));
+  out->struct_size = static_cast<std::uint32_t>(struct_size);
+}
+
+// ---- handles ---------------------------------------------------------------
+
+enum class ObjectType : std::uint32_t { Resource = 1, Buffer = 2 };
+
+// Base of everything a handle can refer to.
+struct Object {
+  virtual ~Object() = default;
+};
+
+// What a resource handle refers to.
+struct ResourceObject : Object {
+  core::ResourcePtr core;
+  // The upstream's handle (retained by this object) so get_upstream keeps
+  // handle identity; nullptr for leaf resources.
+  tether_resource_t* upstream = nullptr;
+  // Raw allocations (tether_resource_allocate) not yet given back. If the last
+  // handle goes while some are outstanding, the core resource is kept as an
+  // orphan (see tether/debug.h) instead of being destroyed.
+  std::atomic<std::int64_t> raw_count{0};
+  std::atomic<std::int64_t> raw_bytes{0};
+  ~ResourceObject() override;
+};
+
+// A new resource handle owning `core`; `upstream` (may be NULL) is retained by
+// the new object. Returns +1. Throws on failure (nothing is leaked).
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream);
+
+// A temporary reference to a live object: acquiring fails (throws
+// Error(INVALID_HANDLE)) for NULL, stale, forged or wrong-type handles; while
+// held, the object cannot be destroyed by a concurrent release.
+class ResourceRef {
+ public:
+  explicit ResourceRef(tether_resource_t* h);  // throws INVALID_HANDLE
+  ~ResourceRef();
+  ResourceRef(const ResourceRef&) = delete;
+  ResourceRef& operator=(const ResourceRef&) = delete;
+  ResourceObject* operator->() const noexcept { return obj_; }
+  ResourceObject& operator*() const noexcept { return *obj_; }
+  tether_resource_t* handle() const noexcept { return handle_; }
+
+ private:
+  tether_resource_t* handle_;
+  ResourceObject* obj_;
+};
+
+// +1 / -1 on a resource handle without touching the error state.
+tether_status_t retain_resource(tether_resource_t* h) noexcept;
+tether_status_t release_resource(tether_resource_t* h) noexcept;
+
+// An owning (+1) reference to a resource handle: copy = retain, destroy = release.
+// What the current-resource table stores.
+class HandleRef {
+ public:
+  HandleRef() noexcept = default;
+  static HandleRef adopt(tether_resource_t* h) noexcept { HandleRef r; r.h_ = h; return r; }
+  HandleRef(const HandleRef& o) noexcept : h_(o.h_) { if (h_) retain_resource(h_); }
+  HandleRef(HandleRef&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+  HandleRef& operator=(HandleRef o) noexcept { std::swap(h_, o.h_); return *this; }
+  ~HandleRef() { if (h_) release_resource(h_); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  tether_resource_t* get() const noexcept { return h_; }
+  // Hand the +1 to the caller.
+  tether_resource_t* release() noexcept { tether_resource_t* h = h_; h_ = nullptr; return h; }
+  friend void swap(HandleRef& a, HandleRef& b) noexcept { std::swap(a.h_, b.h_); }
+
+ private:
+  tether_resource_t* h_ = nullptr;
+};
+
+// ---- the generic registry (handles.cpp) ------------------------------------
+
+namespace registry {
+// Register obj (taken) as a new handle with refcount 1; returns the handle value.
+std::uintptr_t create(ObjectType type, Object* obj);
+// +1 if the handle is live and of `type`; returns the object or nullptr.
+Object* acquire(std::uintptr_t handle, ObjectType type) noexcept;
+// -1; destroys the object when it was the last. false if the handle is not live.
+bool release(std::uintptr_t handle, ObjectType type) noexcept;
+// Live handles of a type (0 = any).
+std::size_t live(std::uint32_t type) noexcept;
+}  // namespace registry
+
+// Resolve TETHER_DEVICE_CURRENT and validate ids: returns -1 (host) or a device id.
+int resolve_device(int device);
+
+// +1 on the current resource of `device` (current.cpp).
+HandleRef current_resource(int device);
+
+}  // namespace tether::capi

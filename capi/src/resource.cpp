@@ -1,0 +1,237 @@
+// Resource handles: creation of the host-side resources, refcounting,
+// allocation and queries. CUDA resources are created in cuda.cpp.
+#include <cstring>
+
+#include "internal.hpp"
+#include "orphans.hpp"
+#include "tether_core/host.hpp"
+#include "tether_core/pool.hpp"
+#include "tether_core/statistics.hpp"
+
+namespace tether::capi {
+
+namespace {
+inline std::uintptr_t value_of(tether_resource_t* h) noexcept { return reinterpret_cast<std::uintptr_t>(h); }
+}  // namespace
+
+ResourceObject::~ResourceObject() {
+  if (raw_count.load(std::memory_order_relaxed) > 0) {
+    orphans::adopt(std::move(core), raw_count.load(std::memory_order_relaxed),
+                   raw_bytes.load(std::memory_order_relaxed));
+  }
+  core.reset();
+  if (upstream != nullptr) release_resource(upstream);
+}
+
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream) {
+  auto* obj = new ResourceObject;
+  obj->core = std::move(core);
+  if (upstream != nullptr) {
+    if (retain_resource(upstream) != TETHER_OK) {
+      delete obj;
+      throw core::Error(TETHER_ERROR_INVALID_HANDLE, "upstream handle is not a live resource");
+    }
+    obj->upstream = upstream;
+  }
+  return reinterpret_cast<tether_resource_t*>(registry::create(ObjectType::Resource, obj));
+}
+
+ResourceRef::ResourceRef(tether_resource_t* h) : handle_(h), obj_(nullptr) {
+  if (h == nullptr) throw core::Error(TETHER_ERROR_INVALID_HANDLE, "resource handle is NULL");
+  obj_ = static_cast<ResourceObject*>(registry::acquire(value_of(h), ObjectType::Resource));
+  if (obj_ == nullptr)
+    throw core::Error(TETHER_ERROR_INVALID_HANDLE,
+                      "not a live resource handle (released, forged, or of another type)");
+}
+
+ResourceRef::~ResourceRef() { registry::release(value_of(handle_), ObjectType::Resource); }
+
+tether_status_t retain_resource(tether_resource_t* h) noexcept {
+  if (h == nullptr) return TETHER_ERROR_INVALID_HANDLE;
+  return registry::acquire(value_of(h), ObjectType::Resource) ? TETHER_OK : TETHER_ERROR_INVALID_HANDLE;
+}
+
+tether_status_t release_resource(tether_resource_t* h) noexcept {
+  if (h == nullptr) return TETHER_OK;
+  return registry::release(value_of(h), ObjectType::Resource) ? TETHER_OK : TETHER_ERROR_INVALID_HANDLE;
+}
+
+namespace {
+
+tether_resource_properties_t to_c(const core::Properties& p) {
+  tether_resource_properties_t out{};
+  out.struct_size = sizeof out;
+  out.kind = static_cast<uint32_t>(p.kind);
+  out.device = p.device;
+  out.device_accessible = p.device_accessible ? 1 : 0;
+  out.host_accessible = p.host_accessible ? 1 : 0;
+  return out;
+}
+
+const tether_pool_options_t kPoolDefaults = TETHER_POOL_OPTIONS_INIT;
+
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size) {
+  return guard("tether_pool_options_init",
+               [&] { init_options(options, struct_size, kPoolDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_host_resource_create(tether_resource_t** out) {
+  return guard("tether_host_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = make_resource_handle(core::make_host_resource(), nullptr);
+  });
+}
+
+TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
+                                                       const tether_pool_options_t* options,
+                                                       tether_resource_t** out) {
+  return guard("tether_pool_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_pool_options_t o = read_options(options, kPoolDefaults, "options");
+    core::PoolOptions po;
+    po.initial_size = o.initial_size;
+    po.maximum_size = o.maximum_size;
+    po.growth_size = o.growth_size;
+    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream);
+  });
+}
+
+TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
+                                                            tether_resource_t** out) {
+  return guard("tether_statistics_adaptor_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    *out = make_resource_handle(core::make_statistics_adaptor(up->core), upstream);
+  });
+}
+
+TETHER_API tether_status_t tether_resource_retain(tether_resource_t* resource) {
+  return retain_resource(resource);
+}
+
+TETHER_API tether_status_t tether_resource_release(tether_resource_t* resource) {
+  return release_resource(resource);
+}
+
+TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource, size_t size,
+                                                    size_t alignment, tether_stream_t stream,
+                                                    void** out_ptr) {
+  return guard("tether_resource_allocate", [&] {
+    require_out(out_ptr, "out_ptr");
+    *out_ptr = nullptr;
+    ResourceRef r(resource);
+    void* p = r->core->allocate(size, alignment, stream);
+    if (p != nullptr) {
+      r->raw_count.fetch_add(1, std::memory_order_relaxed);
+      r->raw_bytes.fetch_add(static_cast<std::int64_t>(size), std::memory_order_relaxed);
+    }
+    *out_ptr = p;
+  });
+}
+
+TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resource, void* ptr,
+                                                      size_t size, size_t alignment,
+                                                      tether_stream_t stream) {
+  return guard("tether_resource_deallocate", [&] {
+    ResourceRef r(resource);
+    r->core->deallocate(ptr, size, alignment, stream);
+    if (ptr != nullptr) {
+      r->raw_count.fetch_sub(1, std::memory_order_relaxed);
+      r->raw_bytes.fetch_sub(static_cast<std::int64_t>(size), std::memory_order_relaxed);
+    }
+  });
+}
+
+TETHER_API tether_status_t tether_resource_get_properties(tether_resource_t* resource,
+                                                          tether_resource_properties_t* out) {
+  return guard("tether_resource_get_properties", [&] {
+    ResourceRef r(resource);
+    write_info(out, to_c(r->core->properties()), "out");
+  });
+}
+
+TETHER_API const char* tether_resource_get_name(tether_resource_t* resource) {
+  auto* obj = resource ? static_cast<ResourceObject*>(registry::acquire(
+                             reinterpret_cast<std::uintptr_t>(resource), ObjectType::Resource))
+                       : nullptr;
+  if (obj == nullptr) return "";
+  const char* name = obj->core->name();  // static storage
+  release_resource(resource);
+  return name;
+}
+
+TETHER_API tether_status_t tether_resource_get_upstream(tether_resource_t* resource,
+                                                        tether_resource_t** out) {
+  return guard("tether_resource_get_upstream", [&] {
+    require_out(out);
+    ResourceRef r(resource);
+    *out = r->upstream;
+  });
+}
+
+TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether_resource_t* b, int* out) {
+  return guard("tether_resource_is_equal", [&] {
+    require_out(out);
+    ResourceRef ra(a);
+    ResourceRef rb(b);
+    *out = (ra->core == rb->core || ra->core->is_equal(*rb->core)) ? 1 : 0;
+  });
+}
+
+TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
+                                                          tether_statistics_t* out) {
+  return guard("tether_resource_get_statistics", [&] {
+    ResourceRef r(resource);
+    const core::Statistics s = core::statistics_of(*r->core);
+    tether_statistics_t c = TETHER_STATISTICS_INIT;
+    c.current_bytes = s.current_bytes;
+    c.peak_bytes = s.peak_bytes;
+    c.total_bytes = s.total_bytes;
+    c.current_count = s.current_count;
+    c.peak_count = s.peak_count;
+    c.total_count = s.total_count;
+    write_info(out, c, "out");
+  });
+}
+
+TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource_t* resource) {
+  return guard("tether_resource_reset_peak_statistics", [&] {
+    ResourceRef r(resource);
+    core::reset_peak_statistics(*r->core);
+  });
+}
+
+TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
+                                                         tether_pool_info_t* out) {
+  return guard("tether_resource_get_pool_info", [&] {
+    ResourceRef r(resource);
+    const core::PoolInfo i = core::pool_info(*r->core);
+    tether_pool_info_t c = TETHER_POOL_INFO_INIT;
+    c.pool_size = i.pool_size;
+    c.free_bytes = i.free_bytes;
+    c.largest_free_block = i.largest_free_block;
+    c.chunk_count = i.chunk_count;
+    write_info(out, c, "out");
+  });
+}
+
+TETHER_API tether_status_t tether_resource_trim(tether_resource_t* resource) {
+  return guard("tether_resource_trim", [&] {
+    ResourceRef r(resource);
+    r->core->trim();
+  });
+}
+
+}  // extern "C"

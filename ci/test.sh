@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: set-up, the CMake build with the C++ core,
+# C ABI, header, symbol, install and example tests (ctest), the same C/C++ tests
+# under AddressSanitizer+UBSan and under ThreadSanitizer, the Python package and
+# its tests (pytest), and the docs (Sphinx, warnings as errors).
+# GPU tests skip with a reason when there is no device (ci/gpu.sh runs them on one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ci/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+jobs=${TETHER_JOBS:-$(nproc)}
+step() { printf '\n=== %s\n' "$*"; }
+
+step "build (Release) and ctest"
+cmake -G Ninja -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build/release -j"$jobs"
+ctest --test-dir build/release --output-on-failure -j"$jobs"
+
+for san in address,undefined thread; do
+  dir=build/san-${san%%,*}
+  step "ctest under -fsanitize=$san (core, capi)"
+  cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTETHER_SANITIZE="$san" \
+    -DTETHER_BUILD_EXAMPLES=OFF -DTETHER_BUILD_BENCHMARKS=OFF >/dev/null
+  ninja -C "$dir" -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    TSAN_OPTIONS=halt_on_error=1 \
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L 'core|capi'
+done
+
+step "Python package (pip install .) and pytest"
+python -m pip install -q --no-build-isolation .
+python -m pytest tests/python -q -ra
+
+if [ -x ci/docs.sh ]; then
+  step "docs (sphinx -W)"
+  ci/docs.sh
+fi
+step "all tests passed"

@@ -1,0 +1,91 @@
+// The resource interface every tether memory resource implements.
+//
+// Resources are shared through std::shared_ptr: a pool or adaptor holds its
+// upstream, a buffer (in the C ABI layer) holds the resource it came from.
+// The non-virtual allocate()/deallocate() validate arguments and keep the
+// outstanding-allocation counters; subclasses implement do_allocate()/
+// do_deallocate() and may assume: bytes > 0, alignment is a power of two
+// >= 1 (0 was replaced by kDefaultAlignment), ptr != nullptr on deallocate.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tether/resource.h"
+#include "tether_core/error.hpp"
+
+namespace tether::core {
+
+using stream_t = std::uintptr_t;  // a CUstream value; 0 = default stream
+
+inline constexpr std::size_t kDefaultAlignment = 256;
+// Largest alignment accepted (1 GiB); larger requests are INVALID_ARGUMENT.
+inline constexpr std::size_t kMaxAlignment = std::size_t{1} << 30;
+
+struct Properties {
+  tether_resource_kind_t kind;
+  int device;              // TETHER_DEVICE_HOST (-1) for host memory
+  bool device_accessible;
+  bool host_accessible;
+};
+
+// Services a stream-ordered pool needs from a CUDA upstream. Host upstreams
+// have none (Resource::stream_order() returns nullptr) and their pools treat
+// every stream as one.
+class StreamOrder {
+ public:
+  virtual ~StreamOrder() = default;
+  // Make future work on `waiter` wait for all work enqueued so far on
+  // `producer` (record an event on producer, stream-wait on it). Never blocks
+  // the host. Called with the pool's lock held: must not call back into pools.
+  virtual void make_wait(stream_t waiter, stream_t producer) = 0;
+  // Block the host until all work enqueued so far on `stream` is done.
+  virtual void synchronize(stream_t stream) = 0;
+};
+
+class Resource {
+ public:
+  explicit Resource(Properties p) noexcept : props_(p) {}
+  virtual ~Resource() = default;
+  Resource(const Resource&) = delete;
+  Resource& operator=(const Resource&) = delete;
+
+  // size 0 returns nullptr. alignment 0 means kDefaultAlignment.
+  // Throws Error(INVALID_ARGUMENT) for a bad alignment, OutOfMemory when exhausted.
+  void* allocate(std::size_t bytes, std::size_t alignment, stream_t stream);
+  // nullptr with size 0 is a no-op. Throws Error(INVALID_ARGUMENT) for
+  // nullptr with a size, a pointer with size 0, or what the subclass rejects.
+  void deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
+
+  const Properties& properties() const noexcept { return props_; }
+  virtual const char* name() const noexcept = 0;
+  // True if memory from this resource may be freed into `other` and vice versa.
+  virtual bool is_equal(const Resource& other) const noexcept { return this == &other; }
+  // Give unused memory back upstream. Default: nothing held, nothing to do.
+  virtual void trim() {}
+  // The resource this one draws from, or nullptr.
+  virtual const std::shared_ptr<Resource>* upstream() const noexcept { return nullptr; }
+  // Stream-ordering services (CUDA resources), or nullptr.
+  virtual StreamOrder* stream_order() noexcept { return nullptr; }
+
+  // Allocations made through allocate() and not yet given back.
+  std::uint64_t outstanding_count() const noexcept { return outstanding_count_.load(std::memory_order_relaxed); }
+  std::uint64_t outstanding_bytes() const noexcept { return outstanding_bytes_.load(std::memory_order_relaxed); }
+
+  static std::size_t normalize_alignment(std::size_t alignment);  // throws on bad alignment
+
+ protected:
+  virtual void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
+  virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
+
+ private:
+  Properties props_;
+  std::atomic<std::uint64_t> outstanding_count_{0};
+  std::atomic<std::uint64_t> outstanding_bytes_{0};
+};
+
+using ResourcePtr = std::shared_ptr<Resource>;
+
+}  // namespace tether::core

@@ -1,0 +1,493 @@
+// The CUDA resources: device memory (cuMemAlloc), stream-ordered memory from
+// a CUDA memory pool (cuMemAllocFromPoolAsync), managed memory and pinned
+// host memory. All of them:
+//   - work in their device's primary context (ScopedContext);
+//   - throw OutOfMemory for CUDA_ERROR_OUT_OF_MEMORY;
+//   - leak instead of freeing once the process is exiting, and treat frees
+//     that find CUDA already torn down as done;
+//   - provide stream ordering (for pools over them) through events.
+//
+// Bookkeeping: each resource records what it handed out (size, alignment,
+// the driver's pointer), so a free with a foreign pointer, a wrong size or
+// alignment, or a second free is INVALID_ARGUMENT and never reaches the
+// driver. The driver returns memory aligned to at least 256 bytes; a larger
+// alignment is served by over-allocating, the record keeping the base.
+#include "tether_core/cuda.hpp"
+
+#if TETHER_HAVE_CUDA_HEADERS
+
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cuda_driver.hpp"
+#include "tether/cuda.h"
+#include "tether_core/process.hpp"
+
+namespace tether::core::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr std::size_t kNativeAlignment = 256;
+
+std::string hex(const void* p) {
+  static const char digits[] = "0123456789abcdef";
+  auto v = reinterpret_cast<std::uintptr_t>(p);
+  std::string s;
+  do {
+    s.insert(s.begin(), digits[v & 15]);
+    v >>= 4;
+  } while (v != 0);
+  return "0x" + s;
+}
+
+std::string bytes_detail(std::size_t bytes) { return " allocating " + std::to_string(bytes) + " bytes"; }
+
+// Stream ordering on one device through one reusable event: record it on the
+// producer, make the waiter wait on it. Re-recording is safe at once because
+// cuStreamWaitEvent captures the event's state when it is called. The mutex
+// is a leaf lock (the pool calls make_wait with its own lock held).
+class EventStreamOrder final : public StreamOrder {
+ public:
+  explicit EventStreamOrder(int device) noexcept : device_(device) {}
+  ~EventStreamOrder() override {
+    if (event_ == nullptr || process_is_exiting()) return;
+    try {
+      ScopedContext ctx(device_);
+      (void)driver().EventDestroy(event_);
+    } catch (...) {
+      // CUDA already gone: nothing to give back.
+    }
+  }
+
+  void make_wait(stream_t waiter, stream_t producer) override {
+    if (waiter == producer) return;
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (event_ == nullptr) check(d.EventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device_);
+    check(d.EventRecord(event_, as_stream(producer)), "cuEventRecord", device_);
+    check(d.StreamWaitEvent(as_stream(waiter), event_, 0), "cuStreamWaitEvent", device_);
+  }
+
+  void synchronize(stream_t stream) override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    check(d.StreamSynchronize(as_stream(stream)), "cuStreamSynchronize", device_);
+  }
+
+ private:
+  int device_;
+  std::mutex mutex_;
+  CUevent event_ = nullptr;
+};
+
+// What a resource knows about each allocation it handed out, so that frees
+// of foreign pointers, double frees and frees with the wrong size or
+// alignment are rejected (INVALID_ARGUMENT) before the driver sees them.
+struct Record {
+  std::size_t size;
+  std::size_t alignment;  // normalised, as allocated
+  std::uintptr_t base;    // what the driver returned (differs when over-aligned)
+};
+
+// Pointer -> Record, sharded so that threads freeing different blocks rarely
+// meet on a lock. Resources that is_equal() each other share one table.
+class AllocationTable {
+ public:
+  void insert(std::uintptr_t p, const Record& r) {
+    Shard& s = shard(p);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.map.emplace(p, r);
+  }
+
+  // Remove and return p's record if size and alignment match; otherwise throw
+  // INVALID_ARGUMENT and keep it.
+  Record take(std::uintptr_t p, std::size_t size, std::size_t alignment, const char* owner) {
+    Shard& s = shard(p);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.map.find(p);
+    if (it == s.map.end())
+      throw_invalid_argument(std::string(owner) + ": pointer " + hex(reinterpret_cast<void*>(p)) +
+                             " was not allocated by this resource (or was already freed)");
+    const Record r = it->second;
+    if (r.size != size)
+      throw_invalid_argument(std::string(owner) + ": size mismatch freeing " + hex(reinterpret_cast<void*>(p)) +
+                             ": allocated " + std::to_string(r.size) + " bytes, freed with " + std::to_string(size));
+    if (r.alignment != alignment)
+      throw_invalid_argument(std::string(owner) + ": alignment mismatch freeing " + hex(reinterpret_cast<void*>(p)) +
+                             ": allocated with " + std::to_string(r.alignment) + ", freed with " +
+                             std::to_string(alignment));
+    s.map.erase(it);
+    return r;
+  }
+
+ private:
+  struct Shard {
+    std::mutex mutex;
+    std::unordered_map<std::uintptr_t, Record> map;
+  };
+  static constexpr std::size_t kShards = 16;
+  // Multiplicative hash: large CUDA allocations are 2 MiB aligned, so low bits alone would not spread.
+  Shard& shard(std::uintptr_t p) noexcept { return shards_[(p * 0x9E3779B97F4A7C15ull) >> 60]; }
+  Shard shards_[kShards];
+};
+static_assert(sizeof(std::uintptr_t) == 8, "the shard hash assumes 64-bit pointers");
+
+// One table per (kind, device) for resources whose memory is interchangeable;
+// kept for the process (late frees at exit must still find them).
+std::shared_ptr<AllocationTable> shared_table(int kind, int device) {
+  static std::mutex* mutex = new std::mutex;
+  static auto* tables = new std::unordered_map<std::uint64_t, std::shared_ptr<AllocationTable>>;
+  const std::uint64_t key = (std::uint64_t(std::uint32_t(kind)) << 32) | std::uint32_t(device);
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& t = (*tables)[key];
+  if (!t) t = std::make_shared<AllocationTable>();
+  return t;
+}
+
+// No CUDA allocation can be this large (2^47 bytes = 128 TiB, beyond any
+// device and the usual 47-bit user address space): refused without asking
+// the driver, which may answer such requests with other errors than OOM.
+constexpr std::size_t kLargestPlausible = std::size_t{1} << 47;
+
+// What the four resources share: context handling, bookkeeping, alignment,
+// the shutdown rules and the stream order. Subclasses provide the raw
+// driver calls.
+class DriverResource : public Resource {
+ public:
+  DriverResource(Properties p, int device, std::shared_ptr<AllocationTable> table)
+      : Resource(p), device_(device), table_(std::move(table)), order_(device) {}
+
+  StreamOrder* stream_order() noexcept override { return &order_; }
+
+ protected:
+  // Allocate at least `bytes` (aligned to kNativeAlignment) or throw. Called
+  // with the device's primary context current.
+  virtual void* raw_allocate(std::size_t bytes, stream_t stream) = 0;
+  // Free memory from raw_allocate; returns the driver's result.
+  virtual CUresult raw_free(void* p, stream_t stream) = 0;
+  // The driver call raw_free makes, for messages.
+  virtual const char* free_call() const noexcept = 0;
+  // The largest request worth passing to the driver.
+  virtual std::size_t largest_request() const noexcept { return kLargestPlausible; }
+
+  [[noreturn]] void throw_alloc_failure(CUresult r, const char* call, std::size_t bytes) const {
+    throw_result(r, call, device_, bytes_detail(bytes) + " (" + name() + " resource)");
+  }
+
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) final {
+    // Enough slack to place an `alignment` boundary inside the block; cannot
+    // overflow (Resource::allocate bounds bytes well below SIZE_MAX).
+    const std::size_t total = alignment > kNativeAlignment ? bytes + alignment - kNativeAlignment : bytes;
+    if (total > largest_request())
+      throw OutOfMemory(std::string(name()) + ": cannot allocate " + std::to_string(bytes) +
+                        " bytes on device " + std::to_string(device_) + ": more than this resource can ever provide");
+    ScopedContext ctx(device_);
+    void* base = raw_allocate(total, stream);
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    const std::uintptr_t aligned = (b + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+    if (alignment <= kNativeAlignment && aligned != b) {
+      (void)raw_free(base, stream);
+      throw Error(TETHER_ERROR_INTERNAL, std::string(name()) + ": the driver returned " + hex(base) +
+                                             ", not aligned to " + std::to_string(alignment) + " bytes");
+    }
+    try {
+      table_->insert(aligned, Record{bytes, alignment, b});
+    } catch (...) {
+      (void)raw_free(base, stream);
+      throw;
+    }
+    return reinterpret_cast<void*>(aligned);
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) final {
+    const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+    const Record r = table_->take(p, bytes, alignment, name());  // throws for foreign pointers
+    // After exit has begun the context may be gone: leak (see process.hpp).
+    if (process_is_exiting()) return;
+    CUresult result;
+    try {
+      ScopedContext ctx(device_);
+      result = raw_free(reinterpret_cast<void*>(r.base), stream);
+    } catch (const CudaError& e) {
+      if (is_shutdown_result(e.result())) return;  // CUDA already torn down: nothing to free into
+      table_->insert(p, r);
+      throw;
+    }
+    if (result != CUDA_SUCCESS && !is_shutdown_result(result)) {
+      table_->insert(p, r);  // still allocated as far as anyone can tell
+      throw_result(result, free_call(), device_);
+    }
+  }
+
+  const int device_;
+
+ private:
+  std::shared_ptr<AllocationTable> table_;
+  EventStreamOrder order_;
+};
+
+// ---- device memory: cuMemAlloc / cuMemFree -----------------------------------
+
+class CudaResource final : public DriverResource {
+ public:
+  explicit CudaResource(int device)
+      : DriverResource(Properties{TETHER_RESOURCE_KIND_CUDA, device, true, false}, device,
+                       shared_table(TETHER_RESOURCE_KIND_CUDA, device)) {}
+
+  const char* name() const noexcept override { return "cuda"; }
+
+  // cuMemFree accepts any cuMemAlloc pointer of the device.
+  bool is_equal(const Resource& other) const noexcept override {
+    auto* o = dynamic_cast<const CudaResource*>(&other);
+    return o != nullptr && o->device_ == device_;
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t) override {
+    CUdeviceptr p = 0;
+    const CUresult r = driver().MemAlloc(&p, bytes);
+    if (r != CUDA_SUCCESS) throw_alloc_failure(r, "cuMemAlloc", bytes);
+    return as_ptr(p);
+  }
+  CUresult raw_free(void* p, stream_t) override { return driver().MemFree(as_dptr(p)); }
+  const char* free_call() const noexcept override { return "cuMemFree"; }
+};
+
+// ---- stream-ordered: cuMemAllocFromPoolAsync / cuMemFreeAsync ------------------
+
+class AsyncResource final : public DriverResource {
+ public:
+  // Resources on the device's default pool share its table; an owned pool has its own.
+  AsyncResource(int device, CUmemoryPool pool, bool owned, std::size_t maximum)
+      : DriverResource(Properties{TETHER_RESOURCE_KIND_ASYNC, device, true, false}, device,
+                       owned ? std::make_shared<AllocationTable>() : shared_table(TETHER_RESOURCE_KIND_ASYNC, device)),
+        pool_(pool),
+        owned_(owned),
+        maximum_(maximum) {}
+
+  ~AsyncResource() override {
+    // An owned pool goes with its resource. Buffers and pools over this
+    // resource hold it, so no allocation is outstanding by now (and if one
+    // were, cuMemPoolDestroy defers the release until it comes back).
+    if (!owned_ || process_is_exiting()) return;
+    try {
+      ScopedContext ctx(device_);
+      (void)driver().MemPoolDestroy(pool_);
+    } catch (...) {
+      // CUDA already gone.
+    }
+  }
+
+  const char* name() const noexcept override { return "async"; }
+
+  // Memory may be freed into any resource that allocates from the same pool.
+  bool is_equal(const Resource& other) const noexcept override {
+    auto* o = dynamic_cast<const AsyncResource*>(&other);
+    return o != nullptr && o->pool_ == pool_;
+  }
+
+  void trim() override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    check(d.MemPoolTrimTo(pool_, 0), "cuMemPoolTrimTo", device_);
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t stream) override {
+    CUdeviceptr p = 0;
+    const CUresult r = driver().MemAllocFromPoolAsync(&p, bytes, pool_, as_stream(stream));
+    if (r != CUDA_SUCCESS) {
+      if (r == CUDA_ERROR_OUT_OF_MEMORY && maximum_ != 0)
+        throw OutOfMemory("cuMemAllocFromPoolAsync failed: " + result_text(r) + " on device " +
+                          std::to_string(device_) + bytes_detail(bytes) + " (async resource, maximum_pool_size " +
+                          std::to_string(maximum_) + " bytes)");
+      throw_alloc_failure(r, "cuMemAllocFromPoolAsync", bytes);
+    }
+    return as_ptr(p);
+  }
+  CUresult raw_free(void* p, stream_t stream) override {
+    return driver().MemFreeAsync(as_dptr(p), as_stream(stream));
+  }
+  const char* free_call() const noexcept override { return "cuMemFreeAsync"; }
+
+ private:
+  CUmemoryPool pool_;
+  bool owned_;
+  std::size_t maximum_;
+};
+
+// ---- managed memory: cuMemAllocManaged ----------------------------------------
+
+class ManagedResource final : public DriverResource {
+ public:
+  ManagedResource(int device, std::size_t largest)
+      : DriverResource(Properties{TETHER_RESOURCE_KIND_MANAGED, device, true, true}, device,
+                       shared_table(TETHER_RESOURCE_KIND_MANAGED, device)),
+        largest_(largest) {}
+
+  const char* name() const noexcept override { return "managed"; }
+
+  bool is_equal(const Resource& other) const noexcept override {
+    auto* o = dynamic_cast<const ManagedResource*>(&other);
+    return o != nullptr && o->device_ == device_;
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t) override {
+    CUdeviceptr p = 0;
+    const CUresult r = driver().MemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+    if (r != CUDA_SUCCESS) throw_alloc_failure(r, "cuMemAllocManaged", bytes);
+    return as_ptr(p);
+  }
+  CUresult raw_free(void* p, stream_t) override { return driver().MemFree(as_dptr(p)); }
+  const char* free_call() const noexcept override { return "cuMemFree"; }
+  // Managed memory may oversubscribe the device, but never beyond device
+  // plus host memory; asking for more can wedge the GPU on some systems.
+  std::size_t largest_request() const noexcept override { return largest_; }
+
+ private:
+  std::size_t largest_;
+};
+
+// ---- pinned host memory: cuMemHostAlloc ----------------------------------------
+
+// Properties.device is TETHER_DEVICE_HOST: the memory is host memory and,
+// being portable, usable from every device. The device given at creation
+// only selects the context that allocates it and orders its streams.
+class PinnedHostResource final : public DriverResource {
+ public:
+  explicit PinnedHostResource(int device)
+      : DriverResource(Properties{TETHER_RESOURCE_KIND_PINNED_HOST, TETHER_DEVICE_HOST, true, true}, device,
+                       shared_table(TETHER_RESOURCE_KIND_PINNED_HOST, TETHER_DEVICE_HOST)) {}
+
+  const char* name() const noexcept override { return "pinned_host"; }
+
+  // Portable pinned memory may be freed from any context.
+  bool is_equal(const Resource& other) const noexcept override {
+    return dynamic_cast<const PinnedHostResource*>(&other) != nullptr;
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t) override {
+    void* p = nullptr;
+    const CUresult r = driver().MemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r != CUDA_SUCCESS) throw_alloc_failure(r, "cuMemHostAlloc", bytes);
+    return p;
+  }
+  CUresult raw_free(void* p, stream_t) override { return driver().MemFreeHost(p); }
+  const char* free_call() const noexcept override { return "cuMemFreeHost"; }
+};
+
+bool device_attribute(int device, CUdevice_attribute attribute, const char* what) {
+  int value = 0;
+  const CUresult r = driver().DeviceGetAttribute(&value, attribute, device_handle(device));
+  if (r != CUDA_SUCCESS) throw_result(r, "cuDeviceGetAttribute", device, std::string(" (") + what + ")");
+  return value != 0;
+}
+
+CUmemoryPool create_owned_pool(int device, const AsyncOptions& o) {
+  const Driver& d = driver();
+  if (o.maximum_pool_size != 0 && d.version < 12020)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, "async resource: maximum_pool_size needs a CUDA 12.2 driver; this one is " +
+                                                std::to_string(d.version));
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = o.ipc_handle_type == TETHER_IPC_HANDLE_POSIX_FD ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                                                      : CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  props.maxSize = o.maximum_pool_size;
+  CUmemoryPool pool = nullptr;
+  check(d.MemPoolCreate(&pool, &props), "cuMemPoolCreate", device);
+  try {
+    // The pool keeps at least what it reserved at creation, or the
+    // reservation would be returned at the first synchronisation.
+    cuuint64_t threshold = o.release_threshold > o.initial_pool_size ? o.release_threshold : o.initial_pool_size;
+    check(d.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold),
+          "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)", device);
+    if (o.initial_pool_size != 0) {
+      CUdeviceptr p = 0;
+      const CUresult r = d.MemAllocFromPoolAsync(&p, o.initial_pool_size, pool, nullptr);
+      if (r != CUDA_SUCCESS)
+        throw_result(r, "cuMemAllocFromPoolAsync", device,
+                     " reserving initial_pool_size " + std::to_string(o.initial_pool_size) + " bytes");
+      check(d.MemFreeAsync(p, nullptr), "cuMemFreeAsync", device);
+    }
+  } catch (...) {
+    (void)d.MemPoolDestroy(pool);
+    throw;
+  }
+  return pool;
+}
+
+}  // namespace
+
+ResourcePtr make_cuda_resource(int device) {
+  check_device(device);
+  return std::make_shared<CudaResource>(device);
+}
+
+ResourcePtr make_async_resource(int device, const AsyncOptions& o) {
+  check_device(device);
+  if (o.ipc_handle_type != TETHER_IPC_HANDLE_NONE && o.ipc_handle_type != TETHER_IPC_HANDLE_POSIX_FD)
+    throw_invalid_argument("async resource: unknown ipc_handle_type " + std::to_string(o.ipc_handle_type) +
+                           " (use TETHER_IPC_HANDLE_NONE or TETHER_IPC_HANDLE_POSIX_FD)");
+  if (!o.use_default_pool && o.maximum_pool_size != 0 && o.initial_pool_size > o.maximum_pool_size)
+    throw_invalid_argument("async resource: initial_pool_size (" + std::to_string(o.initial_pool_size) +
+                           " bytes) exceeds maximum_pool_size (" + std::to_string(o.maximum_pool_size) + " bytes)");
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "memory pools"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                "async resource: device " + std::to_string(device) + " does not support CUDA memory pools");
+  const Driver& d = driver();
+  ScopedContext ctx(device);
+  if (o.use_default_pool) {
+    CUmemoryPool pool = nullptr;
+    check(d.DeviceGetDefaultMemPool(&pool, device_handle(device)), "cuDeviceGetDefaultMemPool", device);
+    return std::make_shared<AsyncResource>(device, pool, false, 0);
+  }
+  if (o.ipc_handle_type == TETHER_IPC_HANDLE_POSIX_FD) {
+    int types = 0;
+    const CUresult r =
+        d.DeviceGetAttribute(&types, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, device_handle(device));
+    if (r != CUDA_SUCCESS || (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+      throw Error(TETHER_ERROR_NOT_SUPPORTED, "async resource: device " + std::to_string(device) +
+                                                  " does not support POSIX file descriptor IPC handles for memory pools");
+  }
+  CUmemoryPool pool = create_owned_pool(device, o);
+  try {
+    return std::make_shared<AsyncResource>(device, pool, true, o.maximum_pool_size);
+  } catch (...) {
+    (void)d.MemPoolDestroy(pool);
+    throw;
+  }
+}
+
+ResourcePtr make_managed_resource(int device) {
+  check_device(device);
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "managed memory"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                "managed resource: device " + std::to_string(device) + " does not support managed memory");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  {
+    ScopedContext ctx(device);
+    check(driver().MemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo", device);
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  const std::size_t host_bytes = pages > 0 && page_size > 0 ? std::size_t(pages) * std::size_t(page_size) : 0;
+  return std::make_shared<ManagedResource>(device, total_bytes + host_bytes);
+}
+
+ResourcePtr make_pinned_host_resource(int device) {
+  check_device(device);
+  return std::make_shared<PinnedHostResource>(device);
+}
+
+}  // namespace tether::core::cuda
+
+#endif  // TETHER_HAVE_CUDA_HEADERS

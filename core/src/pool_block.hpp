@@ -1,0 +1,54 @@
+// Pool internals: the bookkeeping records of a pool. They live in host memory
+// owned by the pool, never inside the pooled memory, which may be device
+// memory the host cannot touch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tether_core/resource.hpp"
+
+namespace tether::core::pool_detail {
+
+// Every block size and offset is a multiple of this (the CUDA allocation granularity).
+inline constexpr std::size_t kGranule = 256;
+inline constexpr unsigned kGranuleShift = 8;
+
+class FreeIndex;
+struct Chunk;
+
+// A piece of one chunk, free or allocated. One cache line.
+struct alignas(64) Block {
+  struct Links {  // free: the block's neighbours in a free list of `index`
+    Block* prev;
+    Block* next;  // (also links spare records in the pool's record cache)
+  };
+  struct Request {  // allocated: what was asked for, checked on free
+    std::size_t bytes;
+    std::size_t alignment;
+  };
+
+  std::uintptr_t addr = 0;
+  std::size_t size = 0;
+  Block* prev_phys = nullptr;  // physical neighbours in the chunk; nullptr at its ends
+  Block* next_phys = nullptr;
+  Chunk* chunk = nullptr;
+  FreeIndex* index = nullptr;  // free: the index (= stream) holding it; allocated: nullptr
+  union {
+    Links links{};
+    Request request;
+  };
+};
+static_assert(sizeof(Block) == 64, "a block record is one cache line");
+
+// One allocation from upstream, carved into blocks.
+struct Chunk {
+  std::uintptr_t addr = 0;
+  std::size_t size = 0;
+  std::size_t allocated = 0;  // allocated blocks in it: 0 means wholly free
+  Block* first = nullptr;     // lowest-addressed block (never merged away)
+  Chunk* prev = nullptr;      // the pool's list of chunks
+  Chunk* next = nullptr;
+};
+
+}  // namespace tether::core::pool_detail

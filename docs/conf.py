@@ -1,0 +1,72 @@
+"""Sphinx configuration of the tether documentation.
+
+The pages are written by hand (no autodoc): the Python package is a compiled
+extension, and the docs must build without it. Instead, the local extension
+``_ext/apicheck.py`` compares the pages with the sources - the C headers, the
+C++ wrapper and the Python package - and warns (an error under ``-W``) when a
+documented name does not exist or a public one is not documented.
+"""
+
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "_ext"))
+
+
+def _header_version():
+    """MAJOR.MINOR.PATCH from capi/include/tether/version.h (the one place it lives)."""
+    with open(os.path.join(ROOT, "capi", "include", "tether", "version.h"), encoding="utf-8") as f:
+        text = f.read()
+    parts = [re.search(rf"#define TETHER_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
+project = "tether"
+author = "the tether authors"
+copyright = "the tether authors"
+release = _header_version()
+version = release
+
+extensions = ["apicheck"]
+
+# Where apicheck finds the sources it checks the pages against.
+apicheck_root = ROOT
+
+root_doc = "index"
+exclude_patterns = ["_build"]
+templates_path = []
+html_static_path = []
+html_theme = "alabaster"
+html_title = f"tether {release}"
+html_theme_options = {
+    "description": "Memory resources for CUDA and host memory that C, C++ and Python share safely",
+    "fixed_sidebar": True,
+}
+
+primary_domain = None
+highlight_language = "none"
+
+# Every cross-reference must resolve, except the standard types the pages
+# mention (they have no declaration here, and there is no intersphinx: the
+# build never touches the network).
+nitpicky = True
+nitpick_ignore = [
+    ("c:identifier", name)
+    for name in ("size_t", "uint32_t", "int32_t", "uint64_t", "uintptr_t")
+] + [
+    ("cpp:identifier", name)
+    for name in ("std", "std::size_t", "std::uint32_t", "std::string", "size_t", "uint32_t",
+                 "tether_status_t", "tether_resource_t", "tether_buffer_t", "tether_stream_t",
+                 "tether_resource_properties_t", "tether_resource_kind_t", "tether_statistics_t",
+                 "tether_pool_info_t", "tether_buffer_info_t", "tether_object_type_t",
+                 "TETHER_OBJECT_ANY", "TETHER_IPC_HANDLE_NONE", "Stream", "Properties")
+] + [
+    ("py:class", name)
+    for name in ("int", "str", "bool", "bytes", "bytearray", "memoryview", "dict", "tuple",
+                 "None", "object", "Exception", "MemoryError", "ValueError", "RuntimeError",
+                 "NotImplementedError", "enum.IntEnum", "typing.NamedTuple", "BufferError",
+                 "TypeError")
+]

@@ -1,0 +1,176 @@
+/*
+ * tether_py.c - C helpers of the Python extension (see tether_py.h).
+ *
+ * The DLPack structures below are written from the DLPack specification
+ * (https://dmlc.github.io/dlpack/latest/c_api.html); only their layout matters.
+ */
+#define _GNU_SOURCE /* dladdr */
+#define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x03090000
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include "tether/tether.h"
+#include "tether_py.h"
+
+static _Thread_local tether_status_t t_last_status = TETHER_OK;
+
+static tether_status_t remember(tether_status_t status) {
+  t_last_status = status;
+  return status;
+}
+
+tether_status_t _tether_py_last_status(void) { return t_last_status; }
+
+tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int device, size_t size,
+                                          tether_stream_t stream) {
+  tether_buffer_t* out = NULL;
+  if (remember(tether_buffer_create(resource, device, size, stream, &out)) != TETHER_OK) return NULL;
+  return out;
+}
+
+/* ---- DLPack ------------------------------------------------------------- */
+
+typedef struct { uint32_t major, minor; } dl_version;
+typedef struct { int32_t device_type; int32_t device_id; } dl_device;
+typedef struct { uint8_t code, bits; uint16_t lanes; } dl_dtype;
+typedef struct {
+  void* data;
+  dl_device device;
+  int32_t ndim;
+  dl_dtype dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} dl_tensor;
+
+typedef struct dl_managed {
+  dl_tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(struct dl_managed*);
+} dl_managed;
+
+typedef struct dl_managed_versioned {
+  dl_version version;
+  void* manager_ctx;
+  void (*deleter)(struct dl_managed_versioned*);
+  uint64_t flags;
+  dl_tensor dl_tensor;
+} dl_managed_versioned;
+
+enum { kDLUInt = 1 };
+
+/* One allocation per export: the managed tensor first (the deleter frees it
+   through that pointer), then the 1-D shape and strides it points to. */
+typedef struct { dl_managed m; int64_t shape[1], strides[1]; } legacy_block;
+typedef struct { dl_managed_versioned m; int64_t shape[1], strides[1]; } versioned_block;
+
+static const char kName[] = "dltensor";
+static const char kNameVersioned[] = "dltensor_versioned";
+
+/* Deleters may run on any thread, with or without the GIL: they touch no Python object. */
+static void legacy_deleter(dl_managed* self) {
+  tether_buffer_release((tether_buffer_t*)self->manager_ctx);
+  free(self);
+}
+
+static void versioned_deleter(dl_managed_versioned* self) {
+  tether_buffer_release((tether_buffer_t*)self->manager_ctx);
+  free(self);
+}
+
+static void fill(dl_tensor* t, const tether_buffer_info_t* info, int64_t* shape, int64_t* strides,
+                 int32_t device_type, int32_t device_id) {
+  shape[0] = (int64_t)info->size;
+  strides[0] = 1;
+  t->data = info->ptr;
+  t->device.device_type = device_type;
+  t->device.device_id = device_id;
+  t->ndim = 1;
+  t->dtype.code = kDLUInt;
+  t->dtype.bits = 8;
+  t->dtype.lanes = 1;
+  t->shape = shape;
+  t->strides = strides;
+  t->byte_offset = 0;
+}
+
+void* _tether_py_dlpack_new(tether_buffer_t* buffer, int versioned, int32_t device_type,
+                            int32_t device_id, uint64_t flags) {
+  tether_buffer_info_t info = TETHER_BUFFER_INFO_INIT;
+  if (remember(tether_buffer_get_info(buffer, &info)) != TETHER_OK) return NULL;
+  if ((uint64_t)info.size > (uint64_t)INT64_MAX) {
+    remember(TETHER_ERROR_INVALID_ARGUMENT);
+    return NULL;
+  }
+  void* block = versioned ? malloc(sizeof(versioned_block)) : malloc(sizeof(legacy_block));
+  if (block == NULL) {
+    remember(TETHER_ERROR_OUT_OF_MEMORY);
+    return NULL;
+  }
+  /* The tensor's own reference keeps the memory alive whatever happens to the
+     Python Buffer object (closed, collected) until the consumer calls the deleter. */
+  if (remember(tether_buffer_retain(buffer)) != TETHER_OK) {
+    free(block);
+    return NULL;
+  }
+  if (versioned) {
+    versioned_block* b = (versioned_block*)block;
+    b->m.version.major = 1;
+    b->m.version.minor = 0;
+    b->m.manager_ctx = buffer;
+    b->m.deleter = versioned_deleter;
+    b->m.flags = flags;
+    fill(&b->m.dl_tensor, &info, b->shape, b->strides, device_type, device_id);
+  } else {
+    legacy_block* b = (legacy_block*)block;
+    b->m.manager_ctx = buffer;
+    b->m.deleter = legacy_deleter;
+    fill(&b->m.dl_tensor, &info, b->shape, b->strides, device_type, device_id);
+  }
+  return block;
+}
+
+void _tether_py_dlpack_discard(void* tensor, int versioned) {
+  if (tensor == NULL) return;
+  if (versioned) {
+    dl_managed_versioned* t = (dl_managed_versioned*)tensor;
+    t->deleter(t);
+  } else {
+    dl_managed* t = (dl_managed*)tensor;
+    t->deleter(t);
+  }
+}
+
+/* Runs when the capsule object dies (with the GIL held). A consumer that took
+   the tensor renamed the capsule, so a still-valid name means nobody did. */
+static void capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, kName)) {
+    dl_managed* t = (dl_managed*)PyCapsule_GetPointer(capsule, kName);
+    if (t != NULL && t->deleter != NULL) t->deleter(t);
+  } else if (PyCapsule_IsValid(capsule, kNameVersioned)) {
+    dl_managed_versioned* t = (dl_managed_versioned*)PyCapsule_GetPointer(capsule, kNameVersioned);
+    if (t != NULL && t->deleter != NULL) t->deleter(t);
+  }
+}
+
+uintptr_t _tether_py_dlpack_capsule_destructor(void) { return (uintptr_t)&capsule_destructor; }
+
+const char* _tether_py_dlpack_capsule_name(int versioned) { return versioned ? kNameVersioned : kName; }
+
+/* ---- memory views ------------------------------------------------------- */
+
+void _tether_py_release_view(tether_buffer_t* buffer, void* data) {
+  (void)data;
+  tether_buffer_release(buffer);
+}
+
+/* ---- where libtether lives -------------------------------------------------- */
+
+const char* _tether_py_library_path(void) {
+  Dl_info info;
+  if (dladdr((void*)&tether_abi_version, &info) == 0 || info.dli_fname == NULL) return "";
+  return info.dli_fname;
+}

@@ -1,0 +1,42 @@
+/*
+ * tether_py.h - C helpers compiled into the Python extension tether._tether.
+ *
+ * They are not part of the tether ABI (libtether exports only tether_*); they
+ * exist where pure cffi would be slow or cannot express something: a buffer
+ * constructor without an out-parameter (the hot path of tether.Buffer), DLPack
+ * capsules, and the path of the loaded libtether. This file is both a C header
+ * and a cffi cdef, so it holds declarations only (no #include, no macros).
+ */
+
+/* tether_buffer_create() returning the handle: +1, or NULL on failure, with
+   the status in _tether_py_last_status() and the message in
+   tether_last_error_message(). */
+tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int device, size_t size,
+                                          tether_stream_t stream);
+
+/* The status of this thread's last failed _tether_py_* call. */
+tether_status_t _tether_py_last_status(void);
+
+/* A DLManagedTensor (versioned = 0) or DLManagedTensorVersioned (versioned = 1)
+   describing the buffer's bytes as a 1-D uint8 tensor on (device_type,
+   device_id). It holds its own reference to the buffer, given back by its
+   deleter. NULL on failure (see _tether_py_last_status()). */
+void* _tether_py_dlpack_new(tether_buffer_t* buffer, int versioned, int32_t device_type,
+                            int32_t device_id, uint64_t flags);
+
+/* Run the deleter of a tensor from _tether_py_dlpack_new() that no capsule took. */
+void _tether_py_dlpack_discard(void* tensor, int versioned);
+
+/* Address of the PyCapsule destructor for DLPack capsules: it runs the tensor's
+   deleter unless a consumer renamed the capsule ("used_dltensor"), which means
+   the consumer now owns the tensor. */
+uintptr_t _tether_py_dlpack_capsule_destructor(void);
+
+/* "dltensor" or "dltensor_versioned", in static storage (capsule names must outlive the capsule). */
+const char* _tether_py_dlpack_capsule_name(int versioned);
+
+/* A destructor for ffi.gc: drops the reference `buffer` that a memory view holds. */
+void _tether_py_release_view(tether_buffer_t* buffer, void* data);
+
+/* The file libtether was loaded from (dladdr of a tether symbol); "" if unknown. */
+const char* _tether_py_library_path(void);

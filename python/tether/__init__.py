@@ -1,0 +1,72 @@
+"""tether: memory resources for CUDA and host memory that C, C++ and Python share.
+
+Everything here wraps the C ABI of libtether.so (``#include <tether/tether.h>``),
+so Python, C and C++ code in one process share one current-resource table and
+the same ownership rules: every object holds a reference, dependents keep what
+they depend on alive, and objects can be closed in any order.
+
+>>> import tether
+>>> pool = tether.PoolResource(tether.HostResource(), initial_size="1 MiB")
+>>> buf = tether.Buffer("4 KiB", resource=pool)
+>>> buf.size
+4096
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._ffi import __version__, ffi, lib, library_path
+from ._convert import CURRENT_DEVICE, HOST, parse_size
+from ._errors import (CudaError, InvalidArgumentError, InvalidHandleError, LockedError, NoDeviceError,
+                      NotSupportedError, OutOfMemoryError, TetherError)
+from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
+                         StatisticsAdaptor)
+from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
+                    cuda_device_count, cuda_driver_version)
+from ._buffer import Buffer
+from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
+                       set_current_resource, using)
+from . import debug
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def abi_version() -> int:
+    """The ABI version of the loaded libtether (its SOVERSION)."""
+    return lib.tether_abi_version()
+
+
+def get_include() -> str:
+    """The directory holding tether/tether.h, for C/C++ extensions: ``-I$(...)``."""
+    return os.path.join(_HERE, "include")
+
+
+def get_cmake_dir() -> str:
+    """The directory of tetherConfig.cmake: ``-Dtether_DIR=$(...)`` for find_package(tether)."""
+    return os.path.join(_HERE, "lib", "cmake", "tether")
+
+
+def get_library() -> str:
+    """The path of the libtether.so this package loaded.
+
+    Link extension modules against this file (and set an RPATH to its directory)
+    so that they share the package's current-resource table.
+    """
+    return library_path()
+
+
+__all__ = [
+    "__version__", "abi_version", "get_include", "get_cmake_dir", "get_library",
+    "HOST", "CURRENT_DEVICE", "parse_size",
+    "TetherError", "OutOfMemoryError", "InvalidArgumentError", "InvalidHandleError",
+    "NotSupportedError", "NoDeviceError", "CudaError", "LockedError",
+    "Resource", "ResourceKind", "HostResource", "PoolResource", "StatisticsAdaptor",
+    "Statistics", "PoolInfo",
+    "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
+    "cuda_available", "cuda_device_count", "cuda_driver_version",
+    "Buffer",
+    "get_current_resource", "set_current_resource", "using", "lock_current_resource",
+    "is_current_resource_locked",
+    "debug",
+]

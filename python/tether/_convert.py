@@ -1,0 +1,122 @@
+"""Argument conversion shared by every wrapper: sizes, streams, devices."""
+
+from __future__ import annotations
+
+import operator
+import re
+from fractions import Fraction
+
+from ._ffi import lib
+
+SIZE_MAX = (1 << 64) - 1
+
+#: The host slot of the current-resource table (``TETHER_DEVICE_HOST``).
+HOST: int = lib.TETHER_DEVICE_HOST
+#: "The calling thread's current CUDA device" (``TETHER_DEVICE_CURRENT``).
+CURRENT_DEVICE: int = lib.TETHER_DEVICE_CURRENT
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: object, what: str = "size") -> int:
+    """A byte count from an int or a string such as ``"64 MiB"``, ``"1.5GiB"``, ``"100 MB"``.
+
+    Binary units (KiB, MiB, GiB, TiB, PiB) are powers of 1024, decimal units
+    (kB, MB, GB, TB, PB) powers of 1000; units are case-insensitive, the space
+    is optional and a bare number is bytes. The result must be a whole number
+    of bytes in [0, 2**64). Raises ValueError (negative, fractional, unknown
+    unit, too large) or TypeError (not an int or str).
+    """
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m is None:
+            raise ValueError(f"{what}: cannot read {value!r} as a size (examples: 4096, '64 MiB', '1.5 GiB', '100 MB')")
+        unit = m.group(2).lower()
+        if unit not in _UNITS:
+            raise ValueError(f"{what}: unknown unit {m.group(2)!r} in {value!r} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")
+        exact = Fraction(m.group(1)) * _UNITS[unit]
+        if exact.denominator != 1:
+            raise ValueError(f"{what}: {value!r} is not a whole number of bytes")
+        n = int(exact)
+    elif isinstance(value, bool):
+        raise TypeError(f"{what} must be an int or a string like '64 MiB', not bool")
+    elif isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"{what}: {value!r} is not a whole number of bytes")
+        n = int(value)
+    else:
+        try:
+            n = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or a string like '64 MiB', not {type(value).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{what} must not be negative (got {n})")
+    if n > SIZE_MAX:
+        raise ValueError(f"{what} {n} does not fit in size_t")
+    return n
+
+
+def optional_size(value: object, what: str) -> int:
+    """parse_size(), with None meaning 0 (the C default)."""
+    return 0 if value is None else parse_size(value, what)
+
+
+def stream_value(stream: object) -> int:
+    """The tether_stream_t for a stream argument.
+
+    None is the default stream (0); an int is a CUstream / cudaStream_t value;
+    any object with ``__cuda_stream__`` (the CUDA stream protocol of cuda.core,
+    CuPy and others: it returns ``(version, handle)``) gives its handle; an
+    object with an int ``cuda_stream`` attribute (PyTorch) gives that.
+    """
+    if stream is None:
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        value = stream
+    elif hasattr(stream, "__cuda_stream__"):
+        proto = stream.__cuda_stream__()
+        try:
+            _version, value = proto
+        except (TypeError, ValueError):
+            raise TypeError(f"__cuda_stream__() of {type(stream).__name__} returned {proto!r}, "
+                            "expected a (version, handle) tuple") from None
+        value = operator.index(value)
+    elif isinstance(getattr(stream, "cuda_stream", None), int):
+        value = stream.cuda_stream
+    else:
+        raise TypeError(f"stream must be None, an int or an object with __cuda_stream__, "
+                        f"not {type(stream).__name__}")
+    if not 0 <= value <= SIZE_MAX:
+        raise ValueError(f"stream handle {value} is not a valid CUstream value")
+    return value
+
+
+def device_value(device: object) -> int:
+    """The device argument of the C ABI: None is TETHER_DEVICE_CURRENT."""
+    if device is None:
+        return CURRENT_DEVICE
+    if isinstance(device, bool):
+        raise TypeError("device must be an int (a CUDA device id, tether.HOST or tether.CURRENT_DEVICE)")
+    try:
+        d = operator.index(device)
+    except TypeError:
+        raise TypeError(f"device must be an int (a CUDA device id, tether.HOST or "
+                        f"tether.CURRENT_DEVICE), not {type(device).__name__}") from None
+    if not -(2**31) <= d < 2**31:
+        raise ValueError(f"invalid device id {d}")
+    return d
+
+
+def alignment_value(alignment: object) -> int:
+    """An alignment in bytes: 0 means TETHER_DEFAULT_ALIGNMENT (256); else a power of two."""
+    if isinstance(alignment, bool):
+        raise TypeError("alignment must be an int")
+    a = operator.index(alignment)
+    if a < 0 or a > SIZE_MAX:
+        raise ValueError(f"alignment must be 0 or a power of two (got {a})")
+    return a

@@ -1,0 +1,116 @@
+"""CUDA resources and driver queries (thin wrappers of tether/cuda.h).
+
+tether loads the CUDA driver at first use; without a driver or device every
+function here raises NoDeviceError with the reason (cuda_available() returns
+False instead), and host-side resources keep working.
+"""
+
+from __future__ import annotations
+
+from ._convert import optional_size
+from ._errors import TetherError, check
+from ._ffi import ffi, lib
+from ._resources import Resource, create, register
+
+
+def cuda_device_count() -> int:
+    """Number of CUDA devices. Raises NoDeviceError if there is no usable driver."""
+    out = ffi.new("int*")
+    check(lib.tether_cuda_get_device_count(out))
+    return out[0]
+
+
+def cuda_available() -> bool:
+    """True if a CUDA driver and at least one device are usable. Never raises."""
+    try:
+        return cuda_device_count() > 0
+    except TetherError:
+        return False
+
+
+def cuda_driver_version() -> int:
+    """The driver's CUDA version, e.g. 13000 for 13.0. Raises NoDeviceError without a driver."""
+    out = ffi.new("int*")
+    check(lib.tether_cuda_get_driver_version(out))
+    return out[0]
+
+
+def current_device() -> int:
+    """The calling thread's current CUDA device (its current context's device, else 0)."""
+    out = ffi.new("int*")
+    check(lib.tether_cuda_get_current_device(out))
+    return out[0]
+
+
+def stream_synchronize(device: int, stream: int) -> None:
+    """Wait until all work on ``stream`` of ``device`` is done."""
+    check(lib.tether_cuda_stream_synchronize(device, stream))
+
+
+def _device(device) -> int:
+    return current_device() if device is None else int(device)
+
+
+@register(lib.TETHER_RESOURCE_KIND_CUDA)
+class CudaResource(Resource):
+    """Device memory from cuMemAlloc / cuMemFree on ``device`` (None: the current device)."""
+
+    __slots__ = ()
+
+    def __init__(self, device: int | None = None) -> None:
+        self._init_from(create(lib.tether_cuda_resource_create, _device(device)))
+
+
+_IPC = {None: lib.TETHER_IPC_HANDLE_NONE, "none": lib.TETHER_IPC_HANDLE_NONE,
+        "posix_fd": lib.TETHER_IPC_HANDLE_POSIX_FD, "posix_file_descriptor": lib.TETHER_IPC_HANDLE_POSIX_FD}
+
+
+@register(lib.TETHER_RESOURCE_KIND_ASYNC)
+class AsyncResource(Resource):
+    """Stream-ordered device memory from a CUDA memory pool (cuMemAllocFromPoolAsync).
+
+    Arguments (RMM's CudaAsyncMemoryResource spelling; sizes are ints or "1 GiB"):
+    ``initial_pool_size`` reserved at creation, ``release_threshold`` kept when
+    idle, ``maximum_pool_size`` upper bound (None: no limit), ``use_default_pool``
+    to allocate from the device's default pool instead of an owned one, and
+    ``ipc_handle_type`` None / "none" / "posix_fd" (or the TETHER_IPC_HANDLE_* int).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, device: int | None = None, initial_pool_size=None, release_threshold=None,
+                 maximum_pool_size=None, use_default_pool: bool = False, ipc_handle_type=None) -> None:
+        opts = ffi.new("tether_async_options_t*")
+        check(lib.tether_async_options_init(opts, ffi.sizeof("tether_async_options_t")))
+        opts.use_default_pool = 1 if use_default_pool else 0
+        opts.initial_pool_size = optional_size(initial_pool_size, "initial_pool_size")
+        opts.release_threshold = optional_size(release_threshold, "release_threshold")
+        opts.maximum_pool_size = optional_size(maximum_pool_size, "maximum_pool_size")
+        if isinstance(ipc_handle_type, int) and not isinstance(ipc_handle_type, bool):
+            opts.ipc_handle_type = ipc_handle_type
+        else:
+            key = ipc_handle_type.lower() if isinstance(ipc_handle_type, str) else ipc_handle_type
+            if key not in _IPC:
+                raise ValueError(f"ipc_handle_type must be None, 'none' or 'posix_fd', not {ipc_handle_type!r}")
+            opts.ipc_handle_type = _IPC[key]
+        self._init_from(create(lib.tether_async_resource_create, _device(device), opts))
+
+
+@register(lib.TETHER_RESOURCE_KIND_MANAGED)
+class ManagedResource(Resource):
+    """Managed (unified) memory from cuMemAllocManaged; host- and device-accessible."""
+
+    __slots__ = ()
+
+    def __init__(self, device: int | None = None) -> None:
+        self._init_from(create(lib.tether_managed_resource_create, _device(device)))
+
+
+@register(lib.TETHER_RESOURCE_KIND_PINNED_HOST)
+class PinnedHostResource(Resource):
+    """Page-locked host memory from cuMemHostAlloc (portable, device-mapped)."""
+
+    __slots__ = ()
+
+    def __init__(self, device: int | None = None) -> None:
+        self._init_from(create(lib.tether_pinned_host_resource_create, _device(device)))

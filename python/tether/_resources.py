@@ -1,0 +1,348 @@
+"""Memory resources: thin wrappers of tether_resource_t handles.
+
+A resource is created by its class (``HostResource()``, ``PoolResource(upstream)``
+...). Handles that come back from the library - the current resource, an
+upstream, a buffer's resource - are wrapped in the class that matches their
+kind (``Resource.from_handle``), each wrapper holding its own reference.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from ._convert import alignment_value, optional_size, parse_size, stream_value
+from ._errors import InvalidHandleError, check, closed_error
+from ._ffi import ffi, lib
+from ._handle import Handle
+
+
+class ResourceKind(enum.IntEnum):
+    """What a resource is (``tether_resource_kind_t``)."""
+    HOST = lib.TETHER_RESOURCE_KIND_HOST
+    POOL = lib.TETHER_RESOURCE_KIND_POOL
+    STATISTICS = lib.TETHER_RESOURCE_KIND_STATISTICS
+    CUDA = lib.TETHER_RESOURCE_KIND_CUDA
+    ASYNC = lib.TETHER_RESOURCE_KIND_ASYNC
+    MANAGED = lib.TETHER_RESOURCE_KIND_MANAGED
+    PINNED_HOST = lib.TETHER_RESOURCE_KIND_PINNED_HOST
+
+
+class Statistics(NamedTuple):
+    """Counters of a StatisticsAdaptor (``tether_statistics_t``)."""
+    current_bytes: int
+    peak_bytes: int
+    total_bytes: int
+    current_count: int
+    peak_count: int
+    total_count: int
+
+
+class PoolInfo(NamedTuple):
+    """What a PoolResource holds (``tether_pool_info_t``)."""
+    pool_size: int
+    free_bytes: int
+    largest_free_block: int
+    chunk_count: int
+
+
+_CLASSES: dict[int, type] = {}
+
+
+def _register(kind: int):
+    def deco(cls):
+        _CLASSES[kind] = cls
+        return cls
+    return deco
+
+
+def _properties(h):
+    props = ffi.new("tether_resource_properties_t*")
+    props.struct_size = ffi.sizeof("tether_resource_properties_t")
+    check(lib.tether_resource_get_properties(h, props))
+    return props
+
+
+def wrap_owned(raw) -> "Resource":
+    """Wrap a +1 resource handle (cdata) in the class of its kind; takes the reference.
+
+    On failure the reference is given back, so nothing leaks.
+    """
+    try:
+        props = _properties(raw)
+    except BaseException:
+        lib.tether_resource_release(raw)
+        raise
+    cls = _CLASSES.get(props.kind, Resource)
+    obj = cls.__new__(cls)
+    obj._h = raw
+    obj._kind = props.kind
+    obj._device = props.device
+    obj._device_accessible = bool(props.device_accessible)
+    obj._host_accessible = bool(props.host_accessible)
+    return obj
+
+
+def wrap_borrowed(raw) -> "Resource":
+    """Retain a borrowed resource handle (cdata) and wrap it."""
+    check(lib.tether_resource_retain(raw))
+    return wrap_owned(raw)
+
+
+def handle_of(resource: object, what: str = "resource"):
+    """The live cdata handle of a Resource argument (TypeError / InvalidHandleError otherwise).
+
+    Never returns NULL: in the C ABI a NULL resource often means "the current
+    one" or "the default", which a closed object must not silently become.
+    """
+    if not isinstance(resource, Resource):
+        raise TypeError(f"{what} must be a tether resource, not {type(resource).__name__}")
+    h = resource._h
+    if h is None:
+        raise closed_error(resource)
+    return h
+
+
+def create(fn, *args) -> "Resource":
+    """Call a tether_*_create(..., &out) function and wrap its +1 result."""
+    out = ffi.new("tether_resource_t**")
+    check(fn(*args, out))
+    return wrap_owned(out[0])
+
+
+class Resource(Handle):
+    """A tether memory resource (base class of every resource type).
+
+    Resources compare equal (``==``) when memory from one may be given back to
+    the other (``tether_resource_is_equal``): always for two wrappers of the
+    same handle. ``hash`` is consistent with that.
+    """
+
+    __slots__ = ("_kind", "_device", "_device_accessible", "_host_accessible")
+    _release = lib.tether_resource_release
+
+    def __init__(self) -> None:
+        raise TypeError("tether.Resource is abstract; create a HostResource, PoolResource, ... "
+                        "or wrap a C handle with Resource.from_handle()")
+
+    def _init_from(self, created: "Resource") -> None:
+        # Subclass __init__ builds a temporary wrapper with create(), then moves its state here.
+        self._kind, self._device = created._kind, created._device
+        self._device_accessible, self._host_accessible = created._device_accessible, created._host_accessible
+        self._h, created._h = created._h, None
+
+    @classmethod
+    def _from_handle(cls, owned_cdata) -> "Resource":
+        """Wrap a +1 ``tether_resource_t*`` cdata from the library (no __init__), by kind."""
+        return wrap_owned(owned_cdata)
+
+    @classmethod
+    def from_handle(cls, handle: int, *, owned: bool = False) -> "Resource":
+        """Wrap a C ``tether_resource_t*`` given as an int (e.g. from an extension module).
+
+        owned=False (default): the handle is borrowed; the new object takes its own
+        reference. owned=True: the object takes over the caller's reference.
+        The result is an instance of the class matching the resource's kind.
+        """
+        raw = ffi.cast("tether_resource_t*", handle)
+        if not raw:
+            raise InvalidHandleError("resource handle is NULL", lib.TETHER_ERROR_INVALID_HANDLE)
+        obj = wrap_owned(raw) if owned else wrap_borrowed(raw)
+        if not isinstance(obj, cls):
+            obj.close()
+            raise TypeError(f"handle is a {type(obj).__name__}, not a {cls.__name__}")
+        return obj
+
+    # ---- properties (fixed for the resource's lifetime) ----------------------
+
+    @property
+    def kind(self) -> ResourceKind:
+        """What the resource is (ResourceKind)."""
+        self._live()
+        return ResourceKind(self._kind)
+
+    @property
+    def device(self) -> int:
+        """The device whose memory this is, or tether.HOST (-1) for host memory."""
+        self._live()
+        return self._device
+
+    @property
+    def device_accessible(self) -> bool:
+        """True if kernels on ``device`` may access the memory."""
+        self._live()
+        return self._device_accessible
+
+    @property
+    def host_accessible(self) -> bool:
+        """True if host code may access the memory."""
+        self._live()
+        return self._host_accessible
+
+    @property
+    def name(self) -> str:
+        """A short name: "host", "pool", "statistics", ..."""
+        return ffi.string(lib.tether_resource_get_name(self._live())).decode("utf-8", "replace")
+
+    @property
+    def upstream(self) -> "Resource | None":
+        """The resource this one draws from (a new wrapper with its own reference), or None."""
+        out = ffi.new("tether_resource_t**")
+        self._check(lib.tether_resource_get_upstream(self._live(), out))
+        return wrap_borrowed(out[0]) if out[0] else None
+
+    # ---- allocation -----------------------------------------------------------
+
+    def allocate(self, size, alignment: int = 0, stream=None) -> int:
+        """Allocate ``size`` bytes (int or "64 KiB"), return the address as an int.
+
+        alignment: a power of two; 0 means 256 bytes. stream: None (default
+        stream), an int or an object with ``__cuda_stream__``. size 0 returns 0.
+        The memory belongs to the caller until given back with deallocate() on
+        this resource with the same size and alignment; prefer tether.Buffer,
+        which frees itself.
+        """
+        n = parse_size(size)
+        out = ffi.new("void**")
+        self._check(lib.tether_resource_allocate(self._live(), n, alignment_value(alignment),
+                                                 stream_value(stream), out))
+        return int(ffi.cast("uintptr_t", out[0]))
+
+    def deallocate(self, ptr: int, size, alignment: int = 0, stream=None) -> None:
+        """Give back memory from allocate() of this resource (same size and alignment).
+
+        Raises InvalidArgumentError if the resource can tell the pointer is not
+        its own or the size differs (the memory is then left untouched).
+        """
+        self._check(lib.tether_resource_deallocate(self._live(), ffi.cast("void*", ptr), parse_size(size),
+                                                   alignment_value(alignment), stream_value(stream)))
+
+    def trim(self) -> None:
+        """Return memory held but unused to the upstream (a pool gives back wholly free chunks)."""
+        self._check(lib.tether_resource_trim(self._live()))
+
+    # ---- identity ---------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Resource):
+            return NotImplemented
+        a, b = getattr(self, "_h", None), getattr(other, "_h", None)
+        if a is None or b is None:
+            return False  # a closed object equals only itself
+        if a == b:
+            return True
+        out = ffi.new("int*")
+        status = lib.tether_resource_is_equal(a, b, out)
+        return status == 0 and bool(out[0])
+
+    def __hash__(self) -> int:
+        # Equal resources share kind and device (is_equal holds only within a kind).
+        return hash((self._kind, self._device))
+
+    def __repr__(self) -> str:
+        h = getattr(self, "_h", None)
+        if h is None:
+            return f"<tether.{type(self).__name__} (closed)>"
+        where = "host" if self._device == lib.TETHER_DEVICE_HOST else f"device {self._device}"
+        return (f"<tether.{type(self).__name__} '{self.name}' {where} "
+                f"handle=0x{int(ffi.cast('uintptr_t', h)):x}>")
+
+    def _check(self, status: int) -> None:
+        if status:
+            if self._h is None:
+                raise closed_error(self)
+            check(status)
+
+
+@_register(lib.TETHER_RESOURCE_KIND_HOST)
+class HostResource(Resource):
+    """Aligned host allocations from the C heap. Detects frees of memory it did not allocate."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self._init_from(create(lib.tether_host_resource_create))
+
+
+@_register(lib.TETHER_RESOURCE_KIND_POOL)
+class PoolResource(Resource):
+    """A coalescing pool over an upstream resource (``tether_pool_resource_create``).
+
+    Arguments (sizes are ints or strings like "64 MiB"):
+
+    * ``upstream`` - the resource to draw chunks from; the pool keeps it alive.
+      RMM spelling: ``upstream_mr``.
+    * ``initial_size`` - bytes taken from upstream at creation (default 0).
+      RMM spelling: ``initial_pool_size``.
+    * ``maximum_size`` - the pool never holds more than this (default: no limit).
+      RMM spelling: ``maximum_pool_size``.
+    * ``growth_size`` - smallest chunk requested when the pool grows (default 1 MiB).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: Resource | None = None, initial_size=None, maximum_size=None,
+                 growth_size=None, *, upstream_mr: Resource | None = None, initial_pool_size=None,
+                 maximum_pool_size=None) -> None:
+        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
+        initial_size = _alias(initial_size, initial_pool_size, "initial_size", "initial_pool_size")
+        maximum_size = _alias(maximum_size, maximum_pool_size, "maximum_size", "maximum_pool_size")
+        if upstream is None:
+            raise TypeError("PoolResource() needs an upstream resource, e.g. PoolResource(tether.HostResource())")
+        up = handle_of(upstream, "upstream")
+        opts = ffi.new("tether_pool_options_t*")
+        check(lib.tether_pool_options_init(opts, ffi.sizeof("tether_pool_options_t")))
+        opts.initial_size = optional_size(initial_size, "initial_size")
+        opts.maximum_size = optional_size(maximum_size, "maximum_size")
+        opts.growth_size = optional_size(growth_size, "growth_size")
+        self._init_from(create(lib.tether_pool_resource_create, up, opts))
+
+    def pool_info(self) -> PoolInfo:
+        """What the pool holds from its upstream now."""
+        out = ffi.new("tether_pool_info_t*")
+        out.struct_size = ffi.sizeof("tether_pool_info_t")
+        self._check(lib.tether_resource_get_pool_info(self._live(), out))
+        return PoolInfo(out.pool_size, out.free_bytes, out.largest_free_block, out.chunk_count)
+
+
+@_register(lib.TETHER_RESOURCE_KIND_STATISTICS)
+class StatisticsAdaptor(Resource):
+    """Forwards to ``upstream`` (kept alive) and counts bytes and allocations.
+
+    RMM spelling of the argument: ``upstream_mr``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: Resource | None = None, *, upstream_mr: Resource | None = None) -> None:
+        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
+        if upstream is None:
+            raise TypeError("StatisticsAdaptor() needs an upstream resource")
+        self._init_from(create(lib.tether_statistics_adaptor_create, handle_of(upstream, "upstream")))
+
+    def statistics(self) -> Statistics:
+        """The counters now (a snapshot)."""
+        out = ffi.new("tether_statistics_t*")
+        out.struct_size = ffi.sizeof("tether_statistics_t")
+        self._check(lib.tether_resource_get_statistics(self._live(), out))
+        return Statistics(out.current_bytes, out.peak_bytes, out.total_bytes,
+                          out.current_count, out.peak_count, out.total_count)
+
+    def reset_peak(self) -> None:
+        """Reset peak_bytes and peak_count to the current values."""
+        self._check(lib.tether_resource_reset_peak_statistics(self._live()))
+
+
+def _alias(value, alias, name: str, alias_name: str):
+    if alias is None:
+        return value
+    if value is not None:
+        raise TypeError(f"pass either {name}= or {alias_name}=, not both")
+    return alias
+
+
+def register(kind: int):
+    """Class decorator: wrap handles of ``kind`` in this class (used by the CUDA module)."""
+    return _register(kind)

@@ -1,0 +1,156 @@
+// Stream ordering on a real device. A Gate holds stream A back (a host
+// function that waits), so work enqueued on A stays pending while the test
+// frees A's memory and allocates on stream B. Whenever B is handed the block
+// A freed, B's work must wait for A's: B's write lands after A's, and B is
+// not idle while A is held. A resource that reused the block early would
+// let A's late write clobber B's pattern.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.hpp"
+#include "tether_core/pool.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tether;
+using namespace tether::test::cuda;
+using test::MiB;
+
+constexpr std::size_t kBytes = 1536 * 1024;
+
+struct OrderedFactory {
+  std::string name;
+  std::function<core::ResourcePtr()> make;
+  bool must_reuse;  // bounded so that B can only get A's block
+};
+
+void PrintTo(const OrderedFactory& f, std::ostream* os) { *os << f.name; }
+
+core::ResourcePtr pool(core::ResourcePtr up, std::size_t initial = 0, std::size_t maximum = 0) {
+  core::PoolOptions o;
+  o.initial_size = initial;
+  o.maximum_size = maximum;
+  return core::make_pool_resource(std::move(up), o);
+}
+
+core::ResourcePtr owned_async() { return cu::make_async_resource(0, cu::AsyncOptions{}); }
+
+core::ResourcePtr default_async() {
+  cu::AsyncOptions o;
+  o.use_default_pool = true;
+  return cu::make_async_resource(0, o);
+}
+
+class StreamOrdered : public ::testing::TestWithParam<OrderedFactory> {
+ protected:
+  void SetUp() override { TETHER_REQUIRE_GPU(); }
+};
+
+TEST_P(StreamOrdered, ReuseAcrossStreamsWaitsForTheFreeingStream) {
+  core::ResourcePtr mr = GetParam().make();
+  Stream a, b;
+  Gate gate;
+  gate.block(a);
+  void* p = mr->allocate(kBytes, 0, a.value());
+  fill_async(p, 0xAB, kBytes, a);  // pending behind the gate
+  mr->deallocate(p, kBytes, 0, a.value());
+  void* q = mr->allocate(kBytes, 0, b.value());
+  fill_async(q, 0xCD, kBytes, b);
+  if (GetParam().must_reuse) {
+    EXPECT_EQ(q, p) << "a bounded pool can only hand out A's block";
+  }
+  if (q == p) {
+    EXPECT_EQ(b.query(), CUDA_ERROR_NOT_READY) << "B uses A's block while A's work is pending";
+  }
+  gate.open();
+  a.synchronize();
+  b.synchronize();
+  EXPECT_TRUE(device_holds(q, 0xCD, kBytes, b.value())) << (q == p ? "A's write landed after B's" : "");
+  mr->deallocate(q, kBytes, 0, b.value());
+}
+
+TEST_P(StreamOrdered, SameStreamReuseIsImmediateAndOrdered) {
+  core::ResourcePtr mr = GetParam().make();
+  Stream a;
+  Gate gate;
+  gate.block(a);
+  void* p = mr->allocate(kBytes, 0, a.value());
+  fill_async(p, 0x11, kBytes, a);
+  mr->deallocate(p, kBytes, 0, a.value());
+  void* q = mr->allocate(kBytes, 0, a.value());  // must not block the host while A is held
+  fill_async(q, 0x22, kBytes, a);
+  gate.open();
+  a.synchronize();
+  EXPECT_TRUE(device_holds(q, 0x22, kBytes, a.value()));
+  mr->deallocate(q, kBytes, 0, a.value());
+}
+
+TEST_P(StreamOrdered, BuffersLiveAcrossManyStreams) {
+  core::ResourcePtr mr = GetParam().make();
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<Stream>());
+  Gate gate;
+  for (auto& s : streams) gate.block(*s);
+  // Round-robin alloc/fill/free, each free's block reused by another stream.
+  std::vector<std::pair<void*, int>> live;
+  for (int round = 0; round < 24; ++round) {
+    Stream& s = *streams[round % 4];
+    void* p = mr->allocate(kBytes / 4, 0, s.value());
+    fill_async(p, static_cast<unsigned char>(round + 1), kBytes / 4, s);
+    live.emplace_back(p, round);
+    if (live.size() > 3) {
+      auto [old, r] = live.front();
+      live.erase(live.begin());
+      mr->deallocate(old, kBytes / 4, 0, streams[r % 4]->value());
+    }
+  }
+  gate.open();
+  for (auto& s : streams) s->synchronize();
+  for (auto& [p, r] : live) {
+    EXPECT_TRUE(device_holds(p, static_cast<unsigned char>(r + 1), kBytes / 4)) << "round " << r;
+    mr->deallocate(p, kBytes / 4, 0, streams[r % 4]->value());
+  }
+}
+
+std::vector<OrderedFactory> ordered_factories() {
+  return {
+      {"pool_cuda", [] { return pool(cu::make_cuda_resource(0)); }, false},
+      {"pool_cuda_bounded", [] { return pool(cu::make_cuda_resource(0), 2 * MiB, 2 * MiB); }, true},
+      {"pool_async", [] { return pool(owned_async()); }, false},
+      {"pool_async_bounded", [] { return pool(owned_async(), 2 * MiB, 2 * MiB); }, true},
+      {"async_owned", [] { return owned_async(); }, false},
+      {"async_default_pool", [] { return default_async(); }, false},
+      {"pool_managed_bounded", [] { return pool(cu::make_managed_resource(0), 2 * MiB, 2 * MiB); }, true},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, StreamOrdered, ::testing::ValuesIn(ordered_factories()),
+                         [](const ::testing::TestParamInfo<OrderedFactory>& i) { return i.param.name; });
+
+// The stream order itself: make_wait(B, A) holds B behind A's pending work,
+// and re-recording the shared event for another pair does not release B.
+TEST(CudaStreamOrder, MakeWaitHoldsTheWaiterBehindTheProducer) {
+  TETHER_REQUIRE_GPU();
+  auto r = cu::make_cuda_resource(0);
+  core::StreamOrder* order = r->stream_order();
+  ASSERT_NE(order, nullptr);
+  Stream a, b, c, d;
+  Gate gate;
+  gate.block(a);
+  order->make_wait(b.value(), a.value());
+  order->make_wait(c.value(), d.value());  // re-records the event on an idle stream
+  d.synchronize();
+  c.synchronize();  // c waited only for d: done
+  EXPECT_EQ(b.query(), CUDA_ERROR_NOT_READY) << "b must still wait for a";
+  gate.open();
+  b.synchronize();
+  EXPECT_EQ(b.query(), CUDA_SUCCESS);
+  order->synchronize(a.value());
+  EXPECT_EQ(a.query(), CUDA_SUCCESS);
+}
+
+}  // namespace

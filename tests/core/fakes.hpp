@@ -1,0 +1,169 @@
+// Test doubles for the core unit tests: upstreams that run out of memory on
+// purpose, and a pretend CUDA upstream whose stream ordering is observable.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tether_core/host.hpp"
+#include "tether_core/resource.hpp"
+
+namespace tether::test {
+
+// Host memory that runs out once `limit` bytes are outstanding.
+class LimitedUpstream : public core::Resource {
+ public:
+  explicit LimitedUpstream(std::size_t limit)
+      : Resource(core::Properties{TETHER_RESOURCE_KIND_HOST, TETHER_DEVICE_HOST, false, true}),
+        host_(core::make_host_resource()),
+        limit_(limit) {}
+  const char* name() const noexcept override { return "limited"; }
+  std::size_t failures() const { return failures_; }
+  std::vector<std::size_t> requests() const { return requests_; }
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, core::stream_t s) override {
+    requests_.push_back(bytes);
+    if (bytes > limit_ - std::min<std::size_t>(limit_, outstanding_bytes())) {
+      ++failures_;
+      throw core::OutOfMemory("limited: " + std::to_string(bytes) + " bytes would exceed the limit");
+    }
+    return host_->allocate(bytes, alignment, s);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, core::stream_t s) override {
+    host_->deallocate(p, bytes, alignment, s);
+  }
+
+ private:
+  core::ResourcePtr host_;
+  std::size_t limit_;
+  std::size_t failures_ = 0;
+  std::vector<std::size_t> requests_;
+};
+
+// A pretend CUDA upstream: host memory, but stream-ordered. It records every
+// make_wait() and checks, with vector clocks, that no memory is reused on a
+// stream before that stream was made to wait for the stream that freed it.
+//
+// The test reports its frees (freed()) and allocations (allocated()); the
+// pool's frees to this upstream are checked the same way.
+class OrderedUpstream : public core::Resource, private core::StreamOrder {
+ public:
+  OrderedUpstream()
+      : Resource(core::Properties{TETHER_RESOURCE_KIND_CUDA, 0, true, true}), host_(core::make_host_resource()) {}
+  // Frees what is still allocated, as a CUDA context's teardown would (tests
+  // that make a pool leak on purpose stay clean under LeakSanitizer).
+  ~OrderedUpstream() override {
+    for (const auto& [p, size_alignment] : live_) host_->deallocate(p, size_alignment.first, size_alignment.second, 0);
+  }
+
+  const char* name() const noexcept override { return "ordered"; }
+  core::StreamOrder* stream_order() noexcept override { return this; }
+
+  // Every make_wait(waiter, producer) call, in order.
+  std::vector<std::pair<core::stream_t, core::stream_t>> waits() const {
+    std::lock_guard<std::mutex> l(m_);
+    return waits_;
+  }
+  void clear_waits() {
+    std::lock_guard<std::mutex> l(m_);
+    waits_.clear();
+  }
+  std::size_t upstream_frees() const { return upstream_frees_; }
+  std::size_t violations() const { return violations_; }
+  std::size_t cross_stream_reuses() const { return cross_stream_reuses_; }
+
+  // The caller freed [p, p+n) on `stream`: work on `stream` up to now used it.
+  void freed(const void* p, std::size_t n, core::stream_t stream) {
+    std::lock_guard<std::mutex> l(m_);
+    const std::uint64_t tick = ++clock_[stream][stream];
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    forget(a, a + n);
+    stamps_[a] = Stamp{a + n, stream, tick};
+  }
+
+  // [p, p+n) was handed out for use on `stream`: every earlier user must
+  // have been waited for.
+  void allocated(const void* p, std::size_t n, core::stream_t stream) {
+    std::lock_guard<std::mutex> l(m_);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    check(a, a + n, stream);
+    forget(a, a + n);
+  }
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, core::stream_t s) override {
+    void* p = host_->allocate(bytes, alignment, s);
+    std::lock_guard<std::mutex> l(m_);
+    live_[p] = {bytes, alignment};
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, core::stream_t s) override {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      live_.erase(p);
+      const auto a = reinterpret_cast<std::uintptr_t>(p);
+      check(a, a + bytes, s);  // giving memory back on s is a use on s
+      forget(a, a + bytes);
+      ++upstream_frees_;
+    }
+    host_->deallocate(p, bytes, alignment, s);
+  }
+
+ private:
+  struct Stamp {
+    std::uintptr_t end;
+    core::stream_t stream;
+    std::uint64_t tick;
+  };
+
+  void make_wait(core::stream_t waiter, core::stream_t producer) override {
+    std::lock_guard<std::mutex> l(m_);
+    waits_.emplace_back(waiter, producer);
+    for (const auto& [s, t] : clock_[producer]) clock_[waiter][s] = std::max(clock_[waiter][s], t);
+  }
+  void synchronize(core::stream_t) override {}
+
+  void check(std::uintptr_t begin, std::uintptr_t end, core::stream_t stream) {
+    for (auto it = first_overlap(begin); it != stamps_.end() && it->first < end; ++it) {
+      if (it->second.end <= begin || it->second.stream == stream) continue;
+      ++cross_stream_reuses_;
+      if (clock_[stream][it->second.stream] < it->second.tick) ++violations_;
+    }
+  }
+
+  void forget(std::uintptr_t begin, std::uintptr_t end) {
+    for (auto it = first_overlap(begin); it != stamps_.end() && it->first < end;) {
+      if (it->second.end <= begin) {
+        ++it;
+        continue;
+      }
+      const Stamp s = it->second;
+      const std::uintptr_t start = it->first;
+      it = stamps_.erase(it);
+      if (start < begin) stamps_[start] = Stamp{begin, s.stream, s.tick};
+      if (s.end > end) stamps_[end] = Stamp{s.end, s.stream, s.tick};
+    }
+  }
+
+  std::map<std::uintptr_t, Stamp>::iterator first_overlap(std::uintptr_t begin) {
+    auto it = stamps_.upper_bound(begin);
+    if (it != stamps_.begin()) --it;
+    return it;
+  }
+
+  mutable std::mutex m_;
+  core::ResourcePtr host_;
+  std::vector<std::pair<core::stream_t, core::stream_t>> waits_;
+  std::map<core::stream_t, std::map<core::stream_t, std::uint64_t>> clock_;  // clock_[s][t]: s has seen t's tick
+  std::map<std::uintptr_t, Stamp> stamps_;                                    // freed ranges, disjoint
+  std::map<void*, std::pair<std::size_t, std::size_t>> live_;                 // size and alignment
+  std::size_t upstream_frees_ = 0, violations_ = 0, cross_stream_reuses_ = 0;
+};
+
+}  // namespace tether::test

@@ -1,0 +1,498 @@
+// PoolResource behaviour beyond the conformance suite: coalescing, growth,
+// limits, trimming, recovery from upstream exhaustion, stream ordering.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "fakes.hpp"
+#include "tether_core/host.hpp"
+#include "tether_core/pool.hpp"
+#include "tether_core/statistics.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tether;
+using core::PoolOptions;
+using core::ResourcePtr;
+using test::fails_with;
+using test::KiB;
+using test::MiB;
+
+ResourcePtr make_pool(ResourcePtr upstream, std::size_t initial, std::size_t maximum = 0, std::size_t growth = 0) {
+  PoolOptions o;
+  o.initial_size = initial;
+  o.maximum_size = maximum;
+  o.growth_size = growth;
+  return core::make_pool_resource(std::move(upstream), o);
+}
+
+// ---- basics ------------------------------------------------------------------
+
+TEST(Pool, PropertiesComeFromUpstreamWithKindPool) {
+  auto host = core::make_host_resource();
+  auto pool = make_pool(host, 0);
+  EXPECT_EQ(pool->properties().kind, TETHER_RESOURCE_KIND_POOL);
+  EXPECT_EQ(pool->properties().device, TETHER_DEVICE_HOST);
+  EXPECT_TRUE(pool->properties().host_accessible);
+  EXPECT_FALSE(pool->properties().device_accessible);
+  EXPECT_STREQ(pool->name(), "pool");
+  ASSERT_NE(pool->upstream(), nullptr);
+  EXPECT_EQ(pool->upstream()->get(), host.get());
+  EXPECT_EQ(pool->stream_order(), nullptr);
+  auto ordered = std::make_shared<test::OrderedUpstream>();
+  auto opool = make_pool(ordered, 0);
+  EXPECT_EQ(opool->properties().kind, TETHER_RESOURCE_KIND_POOL);
+  EXPECT_EQ(opool->properties().device, 0);
+  EXPECT_TRUE(opool->properties().device_accessible);
+  EXPECT_EQ(opool->stream_order(), ordered->stream_order());
+}
+
+TEST(Pool, InitialSizeLargerThanMaximumIsInvalid) {
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [] { make_pool(core::make_host_resource(), 2 * MiB, MiB); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [] { core::make_pool_resource(nullptr, PoolOptions{}); }));
+  EXPECT_NO_THROW(make_pool(core::make_host_resource(), MiB, MiB));
+}
+
+TEST(Pool, InitialSizeIsTakenAtConstruction) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 3 * MiB);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 3 * MiB);
+  const core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.pool_size, 3 * MiB);
+  EXPECT_EQ(i.free_bytes, 3 * MiB);
+  EXPECT_EQ(i.largest_free_block, 3 * MiB);
+  EXPECT_EQ(i.chunk_count, 1u);
+}
+
+TEST(Pool, InitialSizeThatUpstreamCannotGiveIsOutOfMemory) {
+  auto limited = std::make_shared<test::LimitedUpstream>(MiB);
+  EXPECT_THROW(make_pool(limited, 2 * MiB), core::OutOfMemory);
+  EXPECT_EQ(limited->outstanding_count(), 0u);
+}
+
+TEST(Pool, InfoOfOtherResourcesIsNotSupported) {
+  auto host = core::make_host_resource();
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::pool_info(*host); }));
+  auto stats = core::make_statistics_adaptor(make_pool(host, 0));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::pool_info(*stats); }));
+}
+
+TEST(Pool, DoubleFreeIsRejected) {
+  auto pool = make_pool(core::make_host_resource(), MiB);
+  void* p = pool->allocate(1000, 0, 0);
+  pool->deallocate(p, 1000, 0, 0);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, 1000, 0, 0); }));
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
+}
+
+TEST(Pool, RejectedFreeChangesNothing) {
+  auto pool = make_pool(core::make_host_resource(), MiB, MiB);
+  void* p = pool->allocate(4096, 0, 0);
+  const core::PoolInfo before = core::pool_info(*pool);
+  EXPECT_NE(test::error_message([&] { pool->deallocate(p, 4095, 0, 0); }).find("size mismatch"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { pool->deallocate(p, 4096, 512, 0); }).find("alignment"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { pool->deallocate(static_cast<char*>(p) + 256, 256, 0, 0); }).find("not allocated"),
+            std::string::npos);
+  const core::PoolInfo after = core::pool_info(*pool);
+  EXPECT_EQ(after.free_bytes, before.free_bytes);
+  EXPECT_EQ(after.largest_free_block, before.largest_free_block);
+  pool->deallocate(p, 4096, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
+}
+
+TEST(Pool, SizesAreRoundedToTheGranule) {
+  auto pool = make_pool(core::make_host_resource(), MiB, MiB);
+  void* a = pool->allocate(1, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB - 256);
+  void* b = pool->allocate(257, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB - 256 - 512);
+  pool->deallocate(a, 1, 0, 0);
+  pool->deallocate(b, 257, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
+}
+
+// ---- coalescing --------------------------------------------------------------
+
+// Four quarters of one chunk: a, b, c allocated, the fourth free. Free a, b,
+// c in every order; after each step the largest free block must be the
+// longest run of free quarters, and at the end the whole chunk.
+TEST(Pool, FreeNeighboursCoalesceInAnyOrder) {
+  std::vector<int> order = {0, 1, 2};
+  do {
+    auto pool = make_pool(core::make_host_resource(), MiB, MiB);
+    const std::size_t q = MiB / 4;
+    void* block[3];
+    for (auto& p : block) p = pool->allocate(q, 0, 0);
+    ASSERT_EQ(static_cast<char*>(block[1]) - static_cast<char*>(block[0]), static_cast<std::ptrdiff_t>(q));
+    ASSERT_EQ(static_cast<char*>(block[2]) - static_cast<char*>(block[1]), static_cast<std::ptrdiff_t>(q));
+    bool free_quarter[4] = {false, false, false, true};
+    EXPECT_EQ(core::pool_info(*pool).largest_free_block, q);
+    for (int i : order) {
+      pool->deallocate(block[i], q, 0, 0);
+      free_quarter[i] = true;
+      std::size_t run = 0, best = 0;
+      for (bool f : free_quarter) best = std::max(best, run = f ? run + 1 : 0);
+      EXPECT_EQ(core::pool_info(*pool).largest_free_block, best * q) << "after freeing " << i;
+    }
+    const core::PoolInfo info = core::pool_info(*pool);
+    EXPECT_EQ(info.largest_free_block, MiB);
+    EXPECT_EQ(info.free_bytes, MiB);
+    // The whole chunk can be handed out again in one piece.
+    void* all = pool->allocate(MiB, 0, 0);
+    EXPECT_EQ(all, block[0]);
+    pool->deallocate(all, MiB, 0, 0);
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+TEST(Pool, AlignedCarvingCoalescesBack) {
+  auto pool = make_pool(core::make_host_resource(), 4 * MiB, 4 * MiB);
+  std::mt19937 rng(3);
+  std::vector<std::pair<void*, std::size_t>> live;
+  for (int i = 0; i < 200; ++i) {
+    const std::size_t size = 1 + rng() % 5000;
+    void* p = pool->allocate(size, 4096, 0);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4096, 0u);
+    live.emplace_back(p, size);
+  }
+  std::shuffle(live.begin(), live.end(), rng);
+  for (auto& [p, size] : live) pool->deallocate(p, size, 4096, 0);
+  EXPECT_EQ(core::pool_info(*pool).largest_free_block, 4 * MiB);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+}
+
+TEST(Pool, ManyLiveAllocationsAreTracked) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0);
+  std::vector<void*> live;
+  for (int i = 0; i < 20000; ++i) live.push_back(pool->allocate(256, 0, 0));
+  std::vector<void*> sorted = live;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "a pointer was handed out twice";
+  for (std::size_t i = 0; i < live.size(); i += 2) pool->deallocate(live[i], 256, 0, 0);
+  for (std::size_t i = 1; i < live.size(); i += 2) pool->deallocate(live[i], 256, 0, 0);
+  const core::PoolInfo info = core::pool_info(*pool);
+  EXPECT_EQ(info.free_bytes, info.pool_size);
+  pool->trim();
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 0u);
+}
+
+// ---- growth, limits, trim ----------------------------------------------------
+
+TEST(Pool, GrowsByGrowthSizeAndGivesHugeRequestsTheirOwnChunk) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 0, MiB);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 0u);
+  void* small = pool->allocate(256, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, MiB);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  void* big = pool->allocate(5 * MiB, 0, 0);  // larger than any chunk the pool would pick
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 6 * MiB);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 6 * MiB);
+  pool->deallocate(big, 5 * MiB, 0, 0);
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).pool_size, MiB);
+  pool->deallocate(small, 256, 0, 0);
+}
+
+TEST(Pool, GrowthIsAtLeastGrowthSize) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 0, 64 * KiB);
+  std::vector<void*> live;
+  std::uint64_t last_size = 0, chunks = 0;
+  for (int i = 0; i < 64; ++i) {
+    live.push_back(pool->allocate(10 * KiB, 0, 0));
+    const core::PoolInfo info = core::pool_info(*pool);
+    if (info.chunk_count != chunks) {
+      EXPECT_GE(info.pool_size - last_size, 64 * KiB);
+      chunks = info.chunk_count;
+      last_size = info.pool_size;
+    }
+    EXPECT_EQ(core::statistics_of(*stats).current_bytes, info.pool_size);
+  }
+  EXPECT_GT(chunks, 1u);
+  for (void* p : live) pool->deallocate(p, 10 * KiB, 0, 0);
+}
+
+TEST(Pool, MaximumSizeIsEnforcedAndThePoolStaysUsable) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, MiB, 2 * MiB, MiB);
+  void* a = pool->allocate(MiB, 0, 0);
+  void* b = pool->allocate(MiB, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 2 * MiB);
+  const std::string m = test::error_message([&] { pool->allocate(256, 0, 0); });
+  EXPECT_NE(m.find("maximum_size"), std::string::npos) << m;
+  EXPECT_NE(m.find(std::to_string(2 * MiB)), std::string::npos) << m;
+  EXPECT_THROW(pool->allocate(256, 0, 0), core::OutOfMemory);
+  const std::uint64_t upstream_calls = core::statistics_of(*stats).total_count;
+  EXPECT_THROW(pool->allocate(3 * MiB, 0, 0), core::OutOfMemory);  // can never fit
+  EXPECT_EQ(core::statistics_of(*stats).total_count, upstream_calls);
+  EXPECT_LE(core::statistics_of(*stats).peak_bytes, 2 * MiB);
+  pool->deallocate(a, MiB, 0, 0);
+  void* c = pool->allocate(256, 0, 0);
+  EXPECT_NE(c, nullptr);
+  pool->deallocate(c, 256, 0, 0);
+  pool->deallocate(b, MiB, 0, 0);
+  EXPECT_LE(core::statistics_of(*stats).peak_bytes, 2 * MiB);
+}
+
+TEST(Pool, MaximumSizeCountsDedicatedChunks) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 8 * MiB, MiB);
+  void* big = pool->allocate(6 * MiB, 0, 0);
+  void* small = pool->allocate(MiB, 0, 0);
+  EXPECT_THROW(pool->allocate(2 * MiB, 0, 0), core::OutOfMemory);
+  EXPECT_LE(core::statistics_of(*stats).peak_bytes, 8 * MiB);
+  pool->deallocate(big, 6 * MiB, 0, 0);
+  void* again = pool->allocate(2 * MiB, 0, 0);  // fits in the freed dedicated chunk
+  pool->deallocate(again, 2 * MiB, 0, 0);
+  pool->deallocate(small, MiB, 0, 0);
+}
+
+TEST(Pool, TrimReturnsOnlyWhollyFreeChunks) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 0, MiB);
+  void* a = pool->allocate(768 * KiB, 0, 0);
+  void* b = pool->allocate(768 * KiB, 0, 0);
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  pool->trim();  // both chunks in use
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  pool->deallocate(a, 768 * KiB, 0, 0);
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, MiB);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, MiB);
+  std::memset(b, 0x7f, 768 * KiB);  // still ours
+  pool->deallocate(b, 768 * KiB, 0, 0);
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 0u);
+  void* c = pool->allocate(100, 0, 0);  // grows again after a full trim
+  pool->deallocate(c, 100, 0, 0);
+}
+
+TEST(Pool, UpstreamIsFreedAtDestruction) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  {
+    auto pool = make_pool(stats, 2 * MiB, 0, MiB);
+    std::vector<std::pair<void*, std::size_t>> live;
+    for (std::size_t size : {KiB, 3 * MiB, 10 * KiB, 700 * KiB}) live.emplace_back(pool->allocate(size, 0, 0), size);
+    pool->deallocate(live[1].first, live[1].second, 0, 0);
+    pool->deallocate(live[3].first, live[3].second, 0, 0);
+    EXPECT_GT(core::statistics_of(*stats).current_bytes, 0u);
+    pool->deallocate(live[0].first, live[0].second, 0, 0);
+    pool->deallocate(live[2].first, live[2].second, 0, 0);
+  }
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 0u);
+  EXPECT_EQ(core::statistics_of(*stats).current_count, 0u);
+}
+
+// ---- upstream exhaustion -----------------------------------------------------
+
+TEST(Pool, UpstreamOutOfMemoryTrimsAndRetriesExactly) {
+  auto limited = std::make_shared<test::LimitedUpstream>(4 * MiB);
+  auto pool = make_pool(limited, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 0);
+  void* b = pool->allocate(MiB, 0, 0);
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  pool->deallocate(a, MiB, 0, 0);
+  pool->deallocate(b, MiB, 0, 0);
+  // 2 MiB held, wholly free; 3 MiB more would pass the limit: the pool must
+  // give back its free chunks and ask again.
+  void* c = pool->allocate(3 * MiB, 0, 0);
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(limited->failures(), 1u);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 3 * MiB);
+  EXPECT_EQ(limited->requests().back(), 3 * MiB);
+  std::memset(c, 1, 3 * MiB);
+  pool->deallocate(c, 3 * MiB, 0, 0);
+}
+
+TEST(Pool, UpstreamOutOfMemoryRetriesWithExactlyWhatIsNeeded) {
+  auto limited = std::make_shared<test::LimitedUpstream>(3 * MiB + 512 * KiB);
+  auto pool = make_pool(limited, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 0);
+  void* b = pool->allocate(MiB, 0, 0);
+  // The pool would like a 2 MiB chunk (it grows by its size); only 1.5 MiB is left.
+  void* c = pool->allocate(MiB + 512 * KiB, 0, 0);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(limited->failures(), 1u);
+  EXPECT_EQ(limited->requests().back(), MiB + 512 * KiB);
+  for (auto [p, n] : {std::pair{a, MiB}, std::pair{b, MiB}, std::pair{c, MiB + 512 * KiB}}) pool->deallocate(p, n, 0, 0);
+}
+
+TEST(Pool, UpstreamOutOfMemoryIsReportedAndThePoolStaysUsable) {
+  auto limited = std::make_shared<test::LimitedUpstream>(4 * MiB);
+  auto pool = make_pool(limited, MiB, 0, MiB);
+  void* keep = pool->allocate(100, 0, 0);
+  const std::string m = test::error_message([&] { pool->allocate(5 * MiB, 0, 0); });
+  EXPECT_NE(m.find("upstream 'limited'"), std::string::npos) << m;
+  EXPECT_NE(m.find(std::to_string(5 * MiB)), std::string::npos) << m;
+  EXPECT_THROW(pool->allocate(5 * MiB, 0, 0), core::OutOfMemory);
+  void* p = pool->allocate(2 * MiB, 0, 0);
+  std::memset(p, 3, 2 * MiB);
+  pool->deallocate(p, 2 * MiB, 0, 0);
+  pool->deallocate(keep, 100, 0, 0);
+  EXPECT_EQ(pool->outstanding_count(), 0u);
+}
+
+// ---- streams -----------------------------------------------------------------
+
+TEST(PoolStreams, HostPoolsTreatAllStreamsAsOne) {
+  auto pool = make_pool(core::make_host_resource(), MiB, MiB);
+  void* p = pool->allocate(MiB, 0, 5);
+  pool->deallocate(p, MiB, 0, 9);
+  void* q = pool->allocate(MiB, 0, 3);  // would not fit if stream 9's block were kept apart
+  EXPECT_EQ(q, p);
+  pool->deallocate(q, MiB, 0, 0);
+}
+
+TEST(PoolStreams, SameStreamReuseMakesNoCall) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB);
+  up->clear_waits();
+  void* p = pool->allocate(4096, 0, 7);
+  pool->deallocate(p, 4096, 0, 7);
+  up->clear_waits();
+  for (int i = 0; i < 100; ++i) {
+    void* q = pool->allocate(4096, 0, 7);
+    EXPECT_EQ(q, p);
+    pool->deallocate(q, 4096, 0, 7);
+  }
+  EXPECT_TRUE(up->waits().empty());
+}
+
+TEST(PoolStreams, AnotherStreamsBlockIsTakenOnlyAfterWaiting) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB, MiB);  // cannot grow: must reuse
+  void* p = pool->allocate(MiB, 0, 1);
+  pool->deallocate(p, MiB, 0, 1);
+  up->clear_waits();
+  void* q = pool->allocate(MiB, 0, 2);
+  EXPECT_EQ(q, p);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{2, 1}}));
+  pool->deallocate(q, MiB, 0, 2);
+}
+
+TEST(PoolStreams, OwnStreamIsPreferred) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB, MiB);
+  void* a = pool->allocate(256 * KiB, 0, 1);
+  void* b = pool->allocate(256 * KiB, 0, 1);
+  void* c = pool->allocate(256 * KiB, 0, 1);  // keeps a and b apart from the tail
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  pool->deallocate(b, 256 * KiB, 0, 2);
+  up->clear_waits();
+  EXPECT_EQ(pool->allocate(256 * KiB, 0, 2), b);
+  EXPECT_EQ(pool->allocate(256 * KiB, 0, 1), a);
+  EXPECT_TRUE(up->waits().empty());
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  pool->deallocate(b, 256 * KiB, 0, 1);
+  pool->deallocate(c, 256 * KiB, 0, 1);
+}
+
+TEST(PoolStreams, BlocksOfDifferentStreamsMergeOnlyAfterWaiting) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB, MiB);
+  const std::size_t h = MiB / 2;
+  void* a = pool->allocate(h, 0, 1);
+  void* b = pool->allocate(h, 0, 1);
+  pool->deallocate(a, h, 0, 1);
+  pool->deallocate(b, h, 0, 2);
+  EXPECT_EQ(core::pool_info(*pool).largest_free_block, h);  // not merged: different streams
+  up->clear_waits();
+  void* all = pool->allocate(MiB, 0, 1);  // needs both halves
+  EXPECT_EQ(all, a);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{1, 2}}));
+  pool->deallocate(all, MiB, 0, 1);
+  EXPECT_EQ(core::pool_info(*pool).largest_free_block, MiB);
+}
+
+TEST(PoolStreams, ExhaustionWaitsForEveryStreamOnce) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB, MiB);
+  const std::size_t q = MiB / 4;
+  void* block[4];
+  for (auto& p : block) p = pool->allocate(q, 0, 9);
+  for (int i = 0; i < 4; ++i) pool->deallocate(block[i], q, 0, static_cast<core::stream_t>(i + 1));
+  up->clear_waits();
+  void* all = pool->allocate(MiB, 0, 5);
+  EXPECT_EQ(all, block[0]);
+  auto waits = up->waits();
+  std::sort(waits.begin(), waits.end());
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(waits, (W{{5, 1}, {5, 2}, {5, 3}, {5, 4}}));
+  pool->deallocate(all, MiB, 0, 5);
+}
+
+TEST(PoolStreams, TrimWaitsBeforeGivingBackMixedChunks) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB);
+  void* a = pool->allocate(MiB / 2, 0, 1);
+  void* b = pool->allocate(MiB / 2, 0, 1);
+  up->freed(a, MiB / 2, 1);
+  pool->deallocate(a, MiB / 2, 0, 1);
+  up->freed(b, MiB / 2, 2);
+  pool->deallocate(b, MiB / 2, 0, 2);
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
+  EXPECT_EQ(up->upstream_frees(), 1u);
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_EQ(up->cross_stream_reuses(), 1u);  // the chunk went back on one stream, after waiting for the other
+}
+
+// Random allocations and frees on several streams against a pool too small to
+// avoid reuse: no range is ever handed to a stream that has not waited for
+// the stream that freed it (vector clocks in OrderedUpstream).
+TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  std::size_t ooms = 0;
+  {
+    auto pool = make_pool(up, 0, 2 * MiB, 256 * KiB);
+    std::mt19937_64 rng(11);
+    struct Live {
+      void* p;
+      std::size_t n;
+      core::stream_t s;
+    };
+    std::vector<Live> live;
+    for (int op = 0; op < 20000; ++op) {
+      const core::stream_t s = 1 + rng() % 4;
+      if (live.empty() || (live.size() < 24 && rng() % 2 == 0)) {
+        const std::size_t n = 256 * (1 + rng() % 512);  // whole granules: exact ranges
+        try {
+          void* p = pool->allocate(n, 0, s);
+          up->allocated(p, n, s);
+          live.push_back({p, n, s});
+        } catch (const core::OutOfMemory&) {
+          ++ooms;
+        }
+      } else {
+        const std::size_t i = rng() % live.size();
+        up->freed(live[i].p, live[i].n, s);  // freed on a random stream, not necessarily its own
+        pool->deallocate(live[i].p, live[i].n, 0, s);
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    for (const Live& l : live) {
+      up->freed(l.p, l.n, l.s);
+      pool->deallocate(l.p, l.n, 0, l.s);
+    }
+  }  // the destructor gives chunks back: checked too
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_GT(up->cross_stream_reuses(), 100u) << "the test did not exercise cross-stream reuse";
+  EXPECT_GT(up->waits().size(), 100u);
+  EXPECT_EQ(up->outstanding_count(), 0u);
+  EXPECT_GT(ooms, 0u) << "the pool was never under pressure";
+}
+
+}  // namespace

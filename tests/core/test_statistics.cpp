@@ -1,0 +1,119 @@
+// StatisticsAdaptor: what it counts, and that failures count nothing.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "tether_core/host.hpp"
+#include "tether_core/pool.hpp"
+#include "tether_core/statistics.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using namespace tether;
+using test::fails_with;
+
+TEST(Statistics, CountsCurrentPeakAndTotal) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  void* a = stats->allocate(100, 0, 0);
+  void* b = stats->allocate(200, 0, 0);
+  core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 300u);
+  EXPECT_EQ(s.current_count, 2u);
+  EXPECT_EQ(s.peak_bytes, 300u);
+  EXPECT_EQ(s.peak_count, 2u);
+  stats->deallocate(a, 100, 0, 0);
+  void* c = stats->allocate(50, 0, 0);
+  s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 250u);
+  EXPECT_EQ(s.current_count, 2u);
+  EXPECT_EQ(s.peak_bytes, 300u);
+  EXPECT_EQ(s.peak_count, 2u);
+  EXPECT_EQ(s.total_bytes, 350u);
+  EXPECT_EQ(s.total_count, 3u);
+  core::reset_peak_statistics(*stats);
+  s = core::statistics_of(*stats);
+  EXPECT_EQ(s.peak_bytes, 250u);
+  EXPECT_EQ(s.peak_count, 2u);
+  EXPECT_EQ(s.total_bytes, 350u);  // totals are not reset
+  stats->deallocate(b, 200, 0, 0);
+  stats->deallocate(c, 50, 0, 0);
+  s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 0u);
+  EXPECT_EQ(s.current_count, 0u);
+  EXPECT_EQ(s.peak_bytes, 250u);
+}
+
+TEST(Statistics, FailuresCountNothing) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  void* p = stats->allocate(64, 0, 0);
+  const core::Statistics before = core::statistics_of(*stats);
+  EXPECT_THROW(stats->allocate(SIZE_MAX / 2, 0, 0), core::OutOfMemory);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { stats->allocate(64, 3, 0); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { stats->deallocate(p, 65, 0, 0); }));
+  int local = 0;
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { stats->deallocate(&local, 4, 0, 0); }));
+  const core::Statistics after = core::statistics_of(*stats);
+  EXPECT_EQ(after.current_bytes, before.current_bytes);
+  EXPECT_EQ(after.current_count, before.current_count);
+  EXPECT_EQ(after.total_bytes, before.total_bytes);
+  EXPECT_EQ(after.total_count, before.total_count);
+  EXPECT_EQ(after.peak_bytes, before.peak_bytes);
+  stats->deallocate(p, 64, 0, 0);
+}
+
+TEST(Statistics, PropertiesComeFromUpstreamWithKindStatistics) {
+  auto host = core::make_host_resource();
+  auto stats = core::make_statistics_adaptor(host);
+  EXPECT_EQ(stats->properties().kind, TETHER_RESOURCE_KIND_STATISTICS);
+  EXPECT_EQ(stats->properties().device, host->properties().device);
+  EXPECT_EQ(stats->properties().host_accessible, host->properties().host_accessible);
+  EXPECT_EQ(stats->properties().device_accessible, host->properties().device_accessible);
+  EXPECT_STREQ(stats->name(), "statistics");
+  ASSERT_NE(stats->upstream(), nullptr);
+  EXPECT_EQ(stats->upstream()->get(), host.get());
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [] { core::make_statistics_adaptor(nullptr); }));
+}
+
+TEST(Statistics, OtherResourcesAreNotSupported) {
+  auto host = core::make_host_resource();
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::statistics_of(*host); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::reset_peak_statistics(*host); }));
+  auto pool = core::make_pool_resource(core::make_statistics_adaptor(host), core::PoolOptions{});
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::statistics_of(*pool); }));
+}
+
+TEST(Statistics, TrimReachesAPoolUpstream) {
+  auto inner = core::make_statistics_adaptor(core::make_host_resource());
+  core::PoolOptions o;
+  o.initial_size = 1 << 20;
+  auto stats = core::make_statistics_adaptor(core::make_pool_resource(inner, o));
+  EXPECT_EQ(core::statistics_of(*inner).current_bytes, 1u << 20);
+  stats->trim();
+  EXPECT_EQ(core::statistics_of(*inner).current_bytes, 0u);
+}
+
+TEST(Statistics, ConcurrentCountsAreExact) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  constexpr int kThreads = 8, kOps = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        const std::size_t n = 1 + static_cast<std::size_t>((t * 7919 + i * 31) % 1000);
+        void* p = stats->allocate(n, 0, 0);
+        stats->deallocate(p, n, 0, 0);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 0u);
+  EXPECT_EQ(s.current_count, 0u);
+  EXPECT_EQ(s.total_count, static_cast<std::uint64_t>(kThreads * kOps));
+  EXPECT_GE(s.peak_count, 1u);
+  EXPECT_LE(s.peak_count, static_cast<std::uint64_t>(kThreads));
+}
+
+}  // namespace

@@ -1,0 +1,108 @@
+"""pytest configuration for the tether Python tests.
+
+The tests import the *installed* package (pip install .), never the source
+tree. Fixtures here: the census check every test runs under, a C compiler
+helper for the cross-language tests, and a subprocess runner.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import tether
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA driver and device (skipped without one)")
+    config.addinivalue_line("markers", "no_census: the test changes the process-wide object census on purpose")
+
+
+def pytest_collection_modifyitems(config, items):
+    if tether.cuda_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA driver or device on this machine (tether.cuda_available() is False)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_default():
+    """Create the host slot's default once, so tests that read it do not change the census."""
+    tether.get_current_resource(tether.HOST).close()
+
+
+@pytest.fixture(autouse=True)
+def census(request):
+    """Every test must leave no tether object alive (tether_debug_live_objects) that it created."""
+    gc.collect()
+    before = tether.debug.live_objects()
+    yield before
+    if request.node.get_closest_marker("no_census"):
+        return
+    gc.collect()
+    after = tether.debug.live_objects()
+    assert after == before, f"the test leaked {after - before} tether object(s) (census {before} -> {after})"
+
+
+def _cc() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+@pytest.fixture(scope="session")
+def build_native(tmp_path_factory):
+    """Compile a C file into a shared library the way an extension author would:
+    -I tether.get_include(), linked to tether.get_library() with an RPATH to it."""
+    cc = _cc()
+    if cc is None:
+        pytest.skip("no C compiler (cc) to build the native test library")
+    out_dir = tmp_path_factory.mktemp("native")
+    built: dict[str, Path] = {}
+
+    def build(source: Path) -> Path:
+        if source in built:
+            return built[source]
+        lib = Path(tether.get_library())
+        target = out_dir / f"lib{source.stem}.so"
+        cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC",
+               f"-I{tether.get_include()}", str(source), "-o", str(target), str(lib),
+               f"-Wl,-rpath,{lib.parent}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+        built[source] = target
+        return target
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def run_python():
+    """Run a Python snippet in a fresh interpreter; returns the CompletedProcess."""
+    def run(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        full_env = dict(os.environ)
+        full_env.pop("TETHER_LEAK_REPORT", None)
+        if env:
+            full_env.update(env)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env=full_env, cwd=str(HERE))
+    return run
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+def python_include() -> str:
+    return sysconfig.get_paths()["include"]

@@ -1,0 +1,52 @@
+"""Without a CUDA driver: CUDA entry points raise NoDeviceError with a reason,
+cuda_available() is False, and host-side tether keeps working."""
+
+from __future__ import annotations
+
+import pytest
+
+import tether
+
+pytestmark = pytest.mark.skipif(tether.cuda_available(), reason="a CUDA device is present")
+
+
+def test_cuda_available_is_false_not_raising():
+    assert tether.cuda_available() is False
+
+
+@pytest.mark.parametrize("call", [
+    tether.cuda_device_count, tether.cuda_driver_version,
+    tether.CudaResource, lambda: tether.CudaResource(0),
+    tether.AsyncResource, lambda: tether.AsyncResource(0, initial_pool_size="1 MiB", release_threshold="1 GiB"),
+    tether.ManagedResource, lambda: tether.ManagedResource(0),
+    tether.PinnedHostResource, lambda: tether.PinnedHostResource(0),
+    lambda: tether.Buffer(16),  # device=None: the current CUDA device
+    lambda: tether.get_current_resource(),
+    lambda: tether.get_current_resource(0),
+    lambda: tether.lock_current_resource(0),
+], ids=lambda c: getattr(c, "__name__", "call"))
+def test_cuda_entry_points_raise_no_device(call):
+    with pytest.raises(tether.NoDeviceError) as info:
+        call()
+    assert info.value.code == tether.NoDeviceError.code
+    assert isinstance(info.value, RuntimeError) and str(info.value)
+
+
+def test_set_host_resource_without_device_hints_at_the_host_slot():
+    with tether.HostResource() as host:
+        with pytest.raises(tether.NoDeviceError, match="tether.HOST"):
+            tether.set_current_resource(host)
+        with pytest.raises(tether.NoDeviceError):
+            tether.set_current_resource(host, device=0)
+
+
+def test_async_options_are_checked_before_the_driver():
+    with pytest.raises(ValueError):
+        tether.AsyncResource(0, ipc_handle_type="carrier pigeon")
+    with pytest.raises(ValueError):
+        tether.AsyncResource(0, initial_pool_size=-1)
+
+
+def test_host_side_still_works():
+    with tether.PoolResource(tether.HostResource()) as pool, tether.Buffer(10, resource=pool) as buf:
+        assert buf.tobytes() == bytes(buf.copy_to_host())

@@ -1,0 +1,263 @@
+"""Resources: construction, properties, identity, allocation, and one
+conformance suite applied to every host-side resource and adaptor."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import threading
+
+import pytest
+
+import tether
+from tether import ResourceKind
+
+# name -> factory returning (resource, [other objects to close])
+FACTORIES = {
+    "host": lambda: tether.HostResource(),
+    "pool": lambda: tether.PoolResource(tether.HostResource()),
+    "pool-initial-max": lambda: tether.PoolResource(tether.HostResource(), initial_size="1 MiB",
+                                                    maximum_size="64 MiB", growth_size="256 KiB"),
+    "statistics(host)": lambda: tether.StatisticsAdaptor(tether.HostResource()),
+    "statistics(pool)": lambda: tether.StatisticsAdaptor(tether.PoolResource(tether.HostResource())),
+    "pool(statistics(host))": lambda: tether.PoolResource(tether.StatisticsAdaptor(tether.HostResource())),
+}
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def resource(request):
+    r = FACTORIES[request.param]()
+    yield r
+    r.close()
+
+
+SIZES = [1, 7, 8, 63, 64, 255, 256, 257, 1000, 4096, 65536, 1 << 20, 3 << 20]
+
+
+# ---- conformance ---------------------------------------------------------------
+
+def test_allocate_many_sizes_write_and_free(resource):
+    ptrs = []
+    for n in SIZES:
+        p = resource.allocate(n)
+        assert p != 0 and p % 256 == 0  # default alignment
+        ctypes.memset(p, 0xAB, n)  # the memory is really there
+        ptrs.append((p, n))
+    assert len({p for p, _ in ptrs}) == len(ptrs)
+    for p, n in reversed(ptrs):
+        resource.deallocate(p, n)
+
+
+@pytest.mark.parametrize("alignment", [1, 2, 8, 64, 256, 4096, 1 << 16])
+def test_alignment(resource, alignment):
+    p = resource.allocate(100, alignment=alignment)
+    assert p % alignment == 0
+    resource.deallocate(p, 100, alignment=alignment)
+
+
+@pytest.mark.parametrize("alignment", [3, 6, 100, 255, 1 << 31])
+def test_bad_alignment(resource, alignment):
+    with pytest.raises(tether.InvalidArgumentError):
+        resource.allocate(100, alignment=alignment)
+
+
+def test_zero_size(resource):
+    assert resource.allocate(0) == 0
+    resource.deallocate(0, 0)
+
+
+def test_huge_size_is_out_of_memory(resource):
+    with pytest.raises(tether.OutOfMemoryError):
+        resource.allocate(1 << 62)
+    with pytest.raises(tether.OutOfMemoryError):
+        tether.Buffer(2**64 - 1, resource=resource)
+
+
+def test_concurrent_threads(resource):
+    errors = []
+
+    def work(seed):
+        rng = random.Random(seed)
+        live = []
+        try:
+            for _ in range(400):
+                if live and rng.random() < 0.45:
+                    p, n = live.pop(rng.randrange(len(live)))
+                    resource.deallocate(p, n)
+                else:
+                    n = rng.choice(SIZES[:10])
+                    p = resource.allocate(n)
+                    ctypes.memset(p, seed, n)
+                    live.append((p, n))
+            for p, n in live:
+                resource.deallocate(p, n)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_statistics_are_consistent(resource):
+    with tether.StatisticsAdaptor(resource) as stats:
+        allocs = [(stats.allocate(n), n) for n in SIZES]
+        s = stats.statistics()
+        assert s.current_bytes == s.total_bytes == s.peak_bytes == sum(SIZES)
+        assert s.current_count == s.total_count == s.peak_count == len(SIZES)
+        for p, n in allocs[:3]:
+            stats.deallocate(p, n)
+        s = stats.statistics()
+        assert s.current_bytes == sum(SIZES[3:]) and s.peak_bytes == sum(SIZES)
+        assert s.current_count == len(SIZES) - 3 and s.total_count == len(SIZES)
+        stats.reset_peak()
+        s = stats.statistics()
+        assert s.peak_bytes == s.current_bytes and s.peak_count == s.current_count
+        for p, n in allocs[3:]:
+            stats.deallocate(p, n)
+        assert stats.statistics().current_bytes == 0
+
+
+def test_buffers_from_every_resource(resource):
+    with tether.Buffer(1000, resource=resource) as buf:
+        assert buf.resource == resource
+        buf.copy_from_host(b"x" * 1000)
+        assert buf.tobytes() == b"x" * 1000
+
+
+# ---- properties and identity -------------------------------------------------------
+
+def test_properties_of_host_side_resources():
+    with tether.HostResource() as host, tether.PoolResource(host) as pool, tether.StatisticsAdaptor(pool) as st:
+        for r, kind, name in ((host, ResourceKind.HOST, "host"), (pool, ResourceKind.POOL, "pool"),
+                              (st, ResourceKind.STATISTICS, "statistics")):
+            assert r.kind == kind and isinstance(r.kind, ResourceKind)
+            assert r.device == tether.HOST
+            assert r.host_accessible and not r.device_accessible
+            assert r.name == name
+            assert name in repr(r) and type(r).__name__ in repr(r)
+
+
+def test_upstream_chain():
+    host = tether.HostResource()
+    pool = tether.PoolResource(host)
+    stats = tether.StatisticsAdaptor(pool)
+    up = stats.upstream
+    assert isinstance(up, tether.PoolResource) and up == pool and up is not pool
+    assert up.handle == pool.handle
+    assert isinstance(up.upstream, tether.HostResource) and up.upstream.handle == host.handle
+    assert host.upstream is None
+    for r in (up, stats, pool, host):
+        r.close()
+
+
+def test_equality_and_hash():
+    a, b = tether.HostResource(), tether.HostResource()
+    pool1, pool2 = tether.PoolResource(a), tether.PoolResource(a)
+    assert a == a and pool1 == pool1
+    # Host memory may be freed into any host resource; two pools never share memory.
+    assert a == b and hash(a) == hash(b)
+    assert pool1 != pool2 and pool1 != a
+    same = pool1.upstream
+    assert same == a and hash(same) == hash(a)
+    assert {a, b, same} == {a}
+    assert (a == "host") is False
+    same.close()
+    for r in (pool2, pool1, b, a):
+        r.close()
+    assert a == a and a != b  # closed: equal only to itself
+
+
+def test_from_handle_wraps_by_kind():
+    with tether.PoolResource(tether.HostResource()) as pool:
+        again = tether.Resource.from_handle(pool.handle)
+        assert type(again) is tether.PoolResource and again == pool
+        again.close()
+        assert not pool.closed  # each wrapper owns its own reference
+        again = tether.PoolResource.from_handle(pool.handle)
+        again.close()
+        with pytest.raises(TypeError):
+            tether.StatisticsAdaptor.from_handle(pool.handle)
+
+
+def test_resource_is_abstract():
+    with pytest.raises(TypeError):
+        tether.Resource()
+
+
+def test_rmm_keyword_aliases():
+    host = tether.HostResource()
+    pool = tether.PoolResource(upstream_mr=host, initial_pool_size="1 MiB", maximum_pool_size="2 MiB")
+    info = pool.pool_info()
+    assert info.pool_size == 1 << 20 and info.chunk_count == 1
+    with pytest.raises(tether.OutOfMemoryError):
+        pool.allocate("3 MiB")
+    stats = tether.StatisticsAdaptor(upstream_mr=pool)
+    with pytest.raises(TypeError):
+        tether.PoolResource(host, upstream_mr=host)
+    with pytest.raises(TypeError):
+        tether.PoolResource(host, initial_size=1, initial_pool_size=1)
+    with pytest.raises(TypeError):
+        tether.PoolResource()
+    for r in (stats, pool, host):
+        r.close()
+
+
+def test_pool_info_and_trim():
+    with tether.PoolResource(tether.HostResource(), growth_size="1 MiB") as pool:
+        assert pool.pool_info().pool_size == 0
+        p = pool.allocate(1000)
+        info = pool.pool_info()
+        assert info.pool_size >= 1 << 20 and info.free_bytes < info.pool_size and info.chunk_count == 1
+        pool.deallocate(p, 1000)
+        assert pool.pool_info().free_bytes == pool.pool_info().pool_size
+        pool.trim()
+        assert pool.pool_info() == tether.PoolInfo(0, 0, 0, 0)
+
+
+def test_pool_rejects_initial_above_maximum():
+    with tether.HostResource() as host:
+        with pytest.raises(tether.InvalidArgumentError):
+            tether.PoolResource(host, initial_size="2 MiB", maximum_size="1 MiB")
+
+
+def test_wrong_resource_frees_are_errors_not_corruption():
+    host = tether.HostResource()
+    pool1, pool2 = tether.PoolResource(host), tether.PoolResource(host)
+    p = pool1.allocate(128)
+    with pytest.raises(tether.InvalidArgumentError):
+        pool2.deallocate(p, 128)  # not pool2's
+    with pytest.raises(tether.InvalidArgumentError):
+        pool1.deallocate(p, 64)  # wrong size
+    with pytest.raises(tether.InvalidArgumentError):
+        pool1.deallocate(p + 8, 128)  # not an allocation
+    hp = host.allocate(64)
+    with pytest.raises(tether.InvalidArgumentError):
+        pool1.deallocate(hp, 64)
+    with pytest.raises(tether.InvalidArgumentError):
+        host.deallocate(hp, 65)
+    host.deallocate(hp, 64)
+    pool1.deallocate(p, 128)  # still intact after the refused frees
+    with pytest.raises(tether.InvalidArgumentError):
+        pool1.deallocate(p, 128)  # double free
+    for r in (pool2, pool1, host):
+        r.close()
+
+
+def test_bad_arguments():
+    with tether.HostResource() as host:
+        with pytest.raises(TypeError):
+            tether.PoolResource("host")
+        with pytest.raises(TypeError):
+            tether.Buffer(10, resource=object())
+        with pytest.raises(TypeError):
+            host.allocate(10, stream="s")
+        with pytest.raises(ValueError):
+            host.allocate(10, stream=-1)
+        with pytest.raises(ValueError):
+            host.allocate(10, alignment=-1)
+        with pytest.raises(TypeError):
+            host.allocate(None)
