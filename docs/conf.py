@@ -58,7 +58,7 @@ nitpick_ignore = [
     for name in ("size_t", "uint32_t", "int32_t", "uint64_t", "uintptr_t")
 ] + [
     ("cpp:identifier", name)
-    for name in ("std", "std::size_t", "std::uint32_t", "std::string", "size_t", "uint32_t",
+    for name in ("std", "tether", "std::size_t", "std::uint32_t", "std::string", "size_t", "uint32_t",
                  "tether_status_t", "tether_resource_t", "tether_buffer_t", "tether_stream_t",
                  "tether_resource_properties_t", "tether_resource_kind_t", "tether_statistics_t",
                  "tether_pool_info_t", "tether_buffer_info_t", "tether_object_type_t",

@@ -106,11 +106,12 @@ struct ResourceObject : Object {
   // The upstream's handle (retained by this object) so get_upstream keeps
   // handle identity; nullptr for leaf resources.
   tether_resource_t* upstream = nullptr;
-  // Raw allocations (tether_resource_allocate) not yet given back. If the last
-  // handle goes while some are outstanding, the core resource is kept as an
-  // orphan (see tether/debug.h) instead of being destroyed.
-  std::atomic<std::int64_t> raw_count{0};
-  std::atomic<std::int64_t> raw_bytes{0};
+  // If the last handle goes while the core resource still has allocations
+  // outstanding, the core resource is kept as an orphan (see tether/debug.h)
+  // instead of being destroyed. Those can only be raw allocations made through
+  // this handle, or chunks of a dependent that is itself an orphan: buffers and
+  // dependent resources hold a reference to this handle, and each core object
+  // has exactly one handle.
   ~ResourceObject() override;
 };
 

@@ -15,9 +15,12 @@ inline std::uintptr_t value_of(tether_resource_t* h) noexcept { return reinterpr
 }  // namespace
 
 ResourceObject::~ResourceObject() {
-  if (raw_count.load(std::memory_order_relaxed) > 0) {
-    orphans::adopt(std::move(core), raw_count.load(std::memory_order_relaxed),
-                   raw_bytes.load(std::memory_order_relaxed));
+  // use_count() > 1: an orphaned dependent (a pool whose raw allocations are
+  // outstanding) still holds this core object, keeps it alive and is the one reported.
+  if (core && core.use_count() == 1 && core->outstanding_count() > 0) {
+    const auto count = static_cast<std::int64_t>(core->outstanding_count());
+    const auto bytes = static_cast<std::int64_t>(core->outstanding_bytes());
+    orphans::adopt(std::move(core), count, bytes);
   }
   core.reset();
   if (upstream != nullptr) release_resource(upstream);
@@ -132,12 +135,7 @@ TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource,
     require_out(out_ptr, "out_ptr");
     *out_ptr = nullptr;
     ResourceRef r(resource);
-    void* p = r->core->allocate(size, alignment, stream);
-    if (p != nullptr) {
-      r->raw_count.fetch_add(1, std::memory_order_relaxed);
-      r->raw_bytes.fetch_add(static_cast<std::int64_t>(size), std::memory_order_relaxed);
-    }
-    *out_ptr = p;
+    *out_ptr = r->core->allocate(size, alignment, stream);
   });
 }
 
@@ -147,10 +145,6 @@ TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resourc
   return guard("tether_resource_deallocate", [&] {
     ResourceRef r(resource);
     r->core->deallocate(ptr, size, alignment, stream);
-    if (ptr != nullptr) {
-      r->raw_count.fetch_sub(1, std::memory_order_relaxed);
-      r->raw_bytes.fetch_sub(static_cast<std::int64_t>(size), std::memory_order_relaxed);
-    }
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -94,15 +95,9 @@ class HostResource final : public Resource {
 
  private:
   static std::string address(const void* p) {
-    return "0x" + [](std::uintptr_t v) {
-      static const char digits[] = "0123456789abcdef";
-      std::string s;
-      do {
-        s.insert(s.begin(), digits[v & 15]);
-        v >>= 4;
-      } while (v != 0);
-      return s;
-    }(reinterpret_cast<std::uintptr_t>(p));
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", p);
+    return buf;
   }
   static std::string not_ours(const void* p) {
     return "pointer " + address(p) + " was not allocated by a host resource (or was already freed)";

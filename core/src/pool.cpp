@@ -16,7 +16,8 @@
 #include "tether_core/pool.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -244,13 +245,9 @@ class PoolResource final : public Resource {
 
  private:
   static std::string hex(std::uintptr_t v) {
-    static const char digits[] = "0123456789abcdef";
-    std::string s;
-    do {
-      s.insert(s.begin(), digits[v & 15]);
-      v >>= 4;
-    } while (v != 0);
-    return "0x" + s;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%#jx", static_cast<std::uintmax_t>(v));
+    return buf;
   }
 
   // The stream a free block was freed on; 0 for an allocated one (only asked

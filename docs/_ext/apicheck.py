@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import hashlib
 import os
 import re
 
@@ -420,15 +421,50 @@ def _check_py(py: PyPackage, doc: dict) -> None:
                 warn(f"tether.{cls}.{member} is public (defined in {owner}) but not documented")
 
 
+def _normalize_default(text: str | None) -> str | None:
+    """A default value as ast.unparse writes it ("x" and 'x' are the same default)."""
+    if text is None:
+        return None
+    try:
+        return ast.unparse(ast.parse(text, mode="eval"))
+    except SyntaxError:
+        return text
+
+
 def _compare(full, code, docs, warn, where) -> None:
     if docs is None:
         docs = []
+    docs = [(n, _normalize_default(d)) for n, d in docs]
     if code != docs:
         fmt = lambda ps: ", ".join(n if d is None else f"{n}={d}" for n, d in ps)  # noqa: E731
         warn(f"signature of {full} differs from the code:\n  code: ({fmt(code)})\n  docs: ({fmt(docs)})", where)
 
 
+def _sources(root: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(root, "capi", "include", "tether", "*.h*"))
+                  + glob.glob(os.path.join(root, "python", "tether", "*.py")))
+
+
+def _fingerprint(root: str) -> str:
+    h = hashlib.sha256()
+    for path in _sources(root):
+        h.update(path.encode())
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def outdated(app, env, added, changed, removed):
+    """Re-read every page when a checked source changed, so that check() runs again."""
+    fp = _fingerprint(app.config.apicheck_root)
+    if getattr(env, "apicheck_fingerprint", None) != fp:
+        env.apicheck_fingerprint = fp
+        return sorted(env.found_docs)
+    return []
+
+
 def setup(app):
+    app.connect("env-get-outdated", outdated)
     app.add_config_value("apicheck_root", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "env")
     app.connect("env-check-consistency", check)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from ._ffi import __version__, ffi, lib, library_path
+from ._ffi import __version__, lib, library_path
 from ._convert import CURRENT_DEVICE, HOST, parse_size
 from ._errors import (CudaError, InvalidArgumentError, InvalidHandleError, LockedError, NoDeviceError,
                       NotSupportedError, OutOfMemoryError, TetherError)

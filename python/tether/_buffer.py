@@ -15,7 +15,7 @@ import ctypes
 import functools
 
 from ._convert import CURRENT_DEVICE, device_value, parse_size, stream_value
-from ._errors import check, closed_error, error_for
+from ._errors import NoDeviceError, check, closed_error, error_for
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._resources import Resource, ResourceKind, wrap_borrowed
@@ -64,7 +64,11 @@ class Buffer(Handle):
         except OverflowError:
             raise ValueError(f"size {size} does not fit in size_t") from None
         if not h:
-            raise error_for(_last_status())
+            err = error_for(_last_status())
+            if resource is None and device is None and isinstance(err, NoDeviceError):
+                err = NoDeviceError(str(err) + " (device=None means the current CUDA device;"
+                                    " pass device=tether.HOST for host memory)")
+            raise err
         self._h = h
 
     @classmethod

@@ -1,8 +1,11 @@
 """The process-wide current-resource table (tether/current.h), shared with C and C++.
 
 One table lives inside libtether: what Python installs, C code in the same
-process sees, and the reverse. device=None means the calling thread's
-current CUDA device (as in RMM); tether.HOST is the host slot.
+process sees, and the reverse. tether.HOST is the host slot. device=None
+means: for set_current_resource() and using(), the slot the resource's memory
+belongs to (host memory -> tether.HOST, device memory -> its device, as the
+C++ wrapper does); everywhere else the calling thread's current CUDA device
+(as in RMM).
 """
 
 from __future__ import annotations
@@ -16,6 +19,13 @@ from ._ffi import ffi, lib
 from ._resources import Resource, handle_of, wrap_owned
 
 _HINT = " (device=None means the current CUDA device; pass device=tether.HOST for the host slot)"
+
+
+def _home_slot(resource: Resource | None, device: int | None) -> int:
+    """The slot a set with ``device`` addresses: device=None follows the resource's memory."""
+    if device is None and resource is not None:
+        return resource.device  # TETHER_DEVICE_HOST for host memory (pinned included)
+    return device_value(device)
 
 
 def get_current_resource(device: int | None = None) -> Resource:
@@ -33,13 +43,16 @@ def get_current_resource(device: int | None = None) -> Resource:
 def set_current_resource(resource: Resource | None, device: int | None = None) -> Resource | None:
     """Install ``resource`` (None: back to the default) for ``device``; return the previous one.
 
+    device=None installs it in the slot its memory belongs to: tether.HOST for
+    host memory (pinned host memory included), the resource's device for device
+    and managed memory; with resource=None it means the current CUDA device.
     The table keeps the resource alive. The previous resource comes back as a
     new wrapper, or None if the slot was unset. Raises LockedError if the slot
     was locked, InvalidArgumentError if the memory does not suit the slot.
     """
     rh = ffi.NULL if resource is None else handle_of(resource)
     out = ffi.new("tether_resource_t**")
-    status = lib.tether_current_resource_set(device_value(device), rh, out)
+    status = lib.tether_current_resource_set(_home_slot(resource, device), rh, out)
     if status:
         try:
             check(status)
@@ -63,10 +76,10 @@ def using(resource: Resource, device: int | None = None) -> Iterator[Resource]:
     """``with tether.using(res, device=...):`` - res is current inside the block.
 
     The previous resource (or the unset default) is restored on exit, also when
-    the block raises. device=None is resolved once, on entry, so the same slot
-    is restored even if the current device changes inside the block.
+    the block raises. device=None means the slot the resource's memory belongs
+    to (see set_current_resource); it is resolved once, on entry.
     """
-    slot = _resolve(device) if device is None else device_value(device)
+    slot = _resolve(device) if resource is None and device is None else _home_slot(resource, device)
     previous = set_current_resource(resource, slot)
     try:
         yield resource

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "fakes.hpp"
@@ -493,6 +495,55 @@ TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) {
   EXPECT_GT(up->waits().size(), 100u);
   EXPECT_EQ(up->outstanding_count(), 0u);
   EXPECT_GT(ooms, 0u) << "the pool was never under pressure";
+}
+
+// Threads on their own streams share a pool too small for all of them: it
+// must hand memory across streams, always after a wait.
+TEST(PoolStreams, ConcurrentStreamsReuseSafely) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  {
+    auto pool = make_pool(up, 0, MiB, 64 * KiB);
+    std::vector<std::thread> threads;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        const core::stream_t s = static_cast<core::stream_t>(t + 1);
+        std::mt19937_64 rng(100 + t);
+        std::vector<std::pair<void*, std::size_t>> live;
+        try {
+          for (int op = 0; op < 3000; ++op) {
+            if (live.empty() || (live.size() < 8 && rng() % 2 == 0)) {
+              const std::size_t n = 256 * (1 + rng() % 128);
+              try {
+                void* p = pool->allocate(n, 0, s);
+                up->allocated(p, n, s);
+                live.emplace_back(p, n);
+              } catch (const core::OutOfMemory&) {
+              }
+            } else {
+              const std::size_t i = rng() % live.size();
+              up->freed(live[i].first, live[i].second, s);  // before the pool may hand it on
+              pool->deallocate(live[i].first, live[i].second, 0, s);
+              live[i] = live.back();
+              live.pop_back();
+            }
+          }
+          for (auto& [p, n] : live) {
+            up->freed(p, n, s);
+            pool->deallocate(p, n, 0, s);
+          }
+        } catch (...) {
+          ++errors;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(errors, 0);
+    EXPECT_EQ(pool->outstanding_count(), 0u);
+  }
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_GT(up->cross_stream_reuses(), 0u);
+  EXPECT_EQ(up->outstanding_count(), 0u);
 }
 
 }  // namespace

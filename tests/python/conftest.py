@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ import pytest
 import tether
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 
 
 def pytest_configure(config):
@@ -98,11 +96,3 @@ def run_python():
                               timeout=timeout, env=full_env, cwd=str(HERE))
     return run
 
-
-@pytest.fixture(scope="session")
-def repo() -> Path:
-    return REPO
-
-
-def python_include() -> str:
-    return sysconfig.get_paths()["include"]

@@ -108,6 +108,29 @@ def test_streams(stats):
         with pytest.raises(TypeError):
             buf.set_stream(1.5)
 
+    class TorchStreamLike:
+        cuda_stream = 77
+
+    class BadProtocol:
+        def __cuda_stream__(self):
+            return 5
+
+    with tether.Buffer(8, resource=stats, stream=TorchStreamLike()) as buf:
+        assert buf.stream == 77
+    with pytest.raises(TypeError, match="__cuda_stream__"):
+        tether.Buffer(8, resource=stats, stream=BadProtocol())
+    with pytest.raises(ValueError):
+        tether.Buffer(8, resource=stats, stream=-5)
+
+
+def test_not_picklable(stats):
+    import pickle
+    with tether.Buffer(8, resource=stats) as buf:
+        with pytest.raises(TypeError):
+            pickle.dumps(buf)
+        with pytest.raises(TypeError):
+            pickle.dumps(stats)
+
 
 # ---- numpy and memoryview --------------------------------------------------------------
 

@@ -32,12 +32,24 @@ def test_cuda_entry_points_raise_no_device(call):
     assert isinstance(info.value, RuntimeError) and str(info.value)
 
 
-def test_set_host_resource_without_device_hints_at_the_host_slot():
+def test_set_host_resource_without_device_goes_to_the_host_slot():
+    # device=None follows the resource's memory (as tether::set_current_resource(res) in C++).
     with tether.HostResource() as host:
-        with pytest.raises(tether.NoDeviceError, match="tether.HOST"):
-            tether.set_current_resource(host)
+        previous = tether.set_current_resource(host)
+        try:
+            with tether.get_current_resource(tether.HOST) as current:
+                assert current == host
+            with tether.using(host):
+                with tether.get_current_resource(tether.HOST) as current:
+                    assert current == host
+        finally:
+            tether.set_current_resource(previous, tether.HOST)
+            if previous is not None:
+                previous.close()
         with pytest.raises(tether.NoDeviceError):
             tether.set_current_resource(host, device=0)
+        with pytest.raises(tether.NoDeviceError, match="tether.HOST"):
+            tether.Buffer(16)  # device=None is the current CUDA device here
 
 
 def test_async_options_are_checked_before_the_driver():

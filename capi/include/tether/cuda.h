@@ -27,7 +27,7 @@ typedef struct tether_async_options {
   uint32_t struct_size;
   /** Nonzero: allocate from the device's default memory pool; the fields below are ignored. */
   int32_t use_default_pool;
-  /** Bytes the owned pool reserves at creation (0: none). */
+  /** Bytes the owned pool reserves at creation (0: none) and keeps: its release threshold is at least this. */
   size_t initial_pool_size;
   /** Bytes the owned pool keeps when idle instead of returning them (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD). */
   size_t release_threshold;

@@ -2,7 +2,27 @@
 // link-time dependency). Every function throws Error(NO_DEVICE, reason) when
 // no usable driver or device is present (the reason says which: no driver,
 // no device, or a driver too old), and Error(CUDA, "<call> failed: <name>")
-// when a driver call fails. All work happens in the device's primary context.
+// when a driver call fails (OutOfMemory for CUDA_ERROR_OUT_OF_MEMORY). All
+// work happens in the device's primary context, retained once and kept for the
+// process. The implementation lives in core/src/cuda_*.cpp (cuda_driver.hpp
+// describes the loader).
+//
+// The resources (all thread-safe, all with a stream_order() for pools over them):
+//   cuda         cuMemAlloc / cuMemFree; streams ignored. Equal to any cuda resource of its device.
+//   async        cuMemAllocFromPoolAsync / cuMemFreeAsync on the given stream, from an owned pool
+//                (destroyed with the resource) or the device's default pool. Equal only to async
+//                resources on the same pool. trim() is cuMemPoolTrimTo(pool, 0). An owned pool's
+//                release threshold is max(release_threshold, initial_pool_size), so the memory
+//                reserved at creation is kept rather than returned at the first synchronisation.
+//   managed      cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL): host- and device-accessible.
+//   pinned_host  cuMemHostAlloc(PORTABLE | DEVICEMAP): host- and device-accessible. Its
+//                properties().device is TETHER_DEVICE_HOST: the memory is host memory, usable
+//                from every device; the device given at creation only picks the context that
+//                allocates it and orders its streams. Equal to every pinned_host resource.
+// Every resource records what it handed out: freeing a foreign pointer, twice, or with another
+// size or alignment than allocated is INVALID_ARGUMENT and never reaches the driver. Once the
+// process is exiting (process.hpp) frees make no CUDA call (the memory is leaked), and frees
+// that find CUDA already torn down (DEINITIALIZED, CONTEXT_IS_DESTROYED) count as done.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +44,9 @@ void stream_synchronize(int device, stream_t stream);
 
 ResourcePtr make_cuda_resource(int device);
 
+// Options of make_async_resource (see tether_async_options_t). Throws
+// INVALID_ARGUMENT for an unknown ipc_handle_type or initial > maximum,
+// NOT_SUPPORTED if the device has no memory pools or no IPC handle support.
 struct AsyncOptions {
   bool use_default_pool = false;
   std::size_t initial_pool_size = 0;

@@ -151,15 +151,16 @@ TEST_F(Gpu, AsyncOptionsAreChecked) {
 }
 
 TEST_F(Gpu, AsyncInitialPoolSizeIsReservedAndTrimGivesItBack) {
-  const std::size_t reserve = 1024 * MiB;
+  // Large against what other tests running at the same time allocate.
+  const std::size_t reserve = 4096 * MiB, slack = 1024 * MiB;
   const std::size_t before = free_device_memory();
   auto r = async_with(reserve, 0, 0);
   cu::stream_synchronize(0, 0);  // a sync point: an unkept reservation would be released here
   const std::size_t reserved = free_device_memory();
-  EXPECT_LE(reserved + reserve, before + 64 * MiB) << "initial_pool_size is taken at creation and kept";
+  EXPECT_LE(reserved + reserve, before + slack) << "initial_pool_size is taken at creation and kept";
   r->trim();
   cu::stream_synchronize(0, 0);
-  EXPECT_GE(free_device_memory() + 64 * MiB, reserved + reserve) << "trim() returns the unused reservation";
+  EXPECT_GE(free_device_memory() + slack, reserved + reserve) << "trim() returns the unused reservation";
 }
 
 TEST_F(Gpu, AsyncMaximumPoolSizeIsEnforced) {

@@ -1,0 +1,318 @@
+/*
+ * gpu_alloc: device-memory allocation speed on the random pattern of
+ * benchmarks/c/random_pattern.h (sizes log-uniform 256 B - 4 MiB, fixed seed,
+ * at most 1000 live, random free order), 1, 4 and 8 threads, each thread with
+ * its own non-blocking stream and its own pattern. Reports the median
+ * aggregate ns per allocate+free pair (wall time / all pairs of all threads)
+ * and ratios against raw cuMemAllocAsync measured in the same run.
+ *
+ * Contenders:
+ *   raw cuMemAlloc/cuMemFree          the driver, resolved here with dlopen
+ *   raw cuMemAllocAsync/FreeAsync     the device's default pool (release threshold raised to
+ *                                     UINT64_MAX, so the pool keeps its memory as RMM configures it)
+ *   tether pool(cuda)                 tether_pool_resource_create over tether_cuda_resource_create
+ *   tether pool(async)                ... over an owned async pool
+ *   tether async (default pool)       tether's async resource on the default pool (no tether pool)
+ * Every thread has the primary context current (as a CUDA runtime user would).
+ * tether calls go through the public C ABI only.
+ *
+ * usage: bench_gpu_alloc [ops per thread (default 20000)] [repetitions (default 5)]
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "random_pattern.h"
+#include "tether/tether.h"
+
+#define MAX_THREADS 8
+
+/* ---- the driver, for the raw references ------------------------------------ */
+
+static struct {
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*StreamCreate)(CUstream*, unsigned);
+  CUresult (*StreamDestroy)(CUstream);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*MemAllocAsync)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
+  CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
+  CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
+} cu;
+static CUcontext g_ctx;
+static CUmemoryPool g_default_pool;
+
+static void* sym(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  if (p == NULL) {
+    fprintf(stderr, "bench_gpu_alloc: libcuda.so.1 has no %s\n", name);
+    exit(2);
+  }
+  return p;
+}
+
+#define CU_CHECK(call)                                                              \
+  do {                                                                              \
+    CUresult r_ = (call);                                                           \
+    if (r_ != CUDA_SUCCESS) {                                                       \
+      fprintf(stderr, "bench_gpu_alloc: %s failed: CUresult %d\n", #call, (int)r_); \
+      exit(1);                                                                      \
+    }                                                                               \
+  } while (0)
+
+/* 0 if a device is usable; the benchmark prints why not and exits 0 otherwise. */
+static int load_driver(void) {
+  CUdevice dev;
+  cuuint64_t keep = UINT64_MAX;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) return -1;
+  /* Versioned names: the ABI of CUDA 12+ with legacy default-stream semantics. */
+  *(void**)&cu.Init = sym(lib, "cuInit");
+  *(void**)&cu.DeviceGet = sym(lib, "cuDeviceGet");
+  *(void**)&cu.PrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain");
+  *(void**)&cu.CtxSetCurrent = sym(lib, "cuCtxSetCurrent");
+  *(void**)&cu.StreamCreate = sym(lib, "cuStreamCreate");
+  *(void**)&cu.StreamDestroy = sym(lib, "cuStreamDestroy_v2");
+  *(void**)&cu.StreamSynchronize = sym(lib, "cuStreamSynchronize");
+  *(void**)&cu.MemAlloc = sym(lib, "cuMemAlloc_v2");
+  *(void**)&cu.MemFree = sym(lib, "cuMemFree_v2");
+  *(void**)&cu.MemAllocAsync = sym(lib, "cuMemAllocAsync");
+  *(void**)&cu.MemFreeAsync = sym(lib, "cuMemFreeAsync");
+  *(void**)&cu.DeviceGetDefaultMemPool = sym(lib, "cuDeviceGetDefaultMemPool");
+  *(void**)&cu.MemPoolSetAttribute = sym(lib, "cuMemPoolSetAttribute");
+  *(void**)&cu.MemPoolTrimTo = sym(lib, "cuMemPoolTrimTo");
+  if (cu.Init(0) != CUDA_SUCCESS) return -1;
+  CU_CHECK(cu.DeviceGet(&dev, 0));
+  CU_CHECK(cu.PrimaryCtxRetain(&g_ctx, dev));
+  CU_CHECK(cu.CtxSetCurrent(g_ctx));
+  CU_CHECK(cu.DeviceGetDefaultMemPool(&g_default_pool, dev));
+  CU_CHECK(cu.MemPoolSetAttribute(g_default_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  return 0;
+}
+
+/* ---- contenders ------------------------------------------------------------- */
+
+typedef struct contender {
+  const char* name;
+  void* (*alloc)(struct contender*, size_t, CUstream);
+  void (*free)(struct contender*, void*, size_t, CUstream);
+  tether_resource_t* resource; /* tether contenders */
+} contender;
+
+static void* raw_alloc(contender* c, size_t n, CUstream s) {
+  CUdeviceptr p = 0;
+  (void)c;
+  (void)s;
+  CU_CHECK(cu.MemAlloc(&p, n));
+  return (void*)(uintptr_t)p;
+}
+static void raw_free(contender* c, void* p, size_t n, CUstream s) {
+  (void)c;
+  (void)n;
+  (void)s;
+  CU_CHECK(cu.MemFree((CUdeviceptr)(uintptr_t)p));
+}
+static void* async_alloc(contender* c, size_t n, CUstream s) {
+  CUdeviceptr p = 0;
+  (void)c;
+  CU_CHECK(cu.MemAllocAsync(&p, n, s));
+  return (void*)(uintptr_t)p;
+}
+static void async_free(contender* c, void* p, size_t n, CUstream s) {
+  (void)c;
+  (void)n;
+  CU_CHECK(cu.MemFreeAsync((CUdeviceptr)(uintptr_t)p, s));
+}
+
+static void tether_check(tether_status_t s, const char* what) {
+  if (s != TETHER_OK) {
+    fprintf(stderr, "bench_gpu_alloc: %s failed: %s: %s\n", what, tether_status_name(s),
+            tether_last_error_message());
+    exit(1);
+  }
+}
+static void* tether_alloc(contender* c, size_t n, CUstream s) {
+  void* p = NULL;
+  tether_check(tether_resource_allocate(c->resource, n, 0, (tether_stream_t)s, &p), "tether_resource_allocate");
+  return p;
+}
+static void tether_free(contender* c, void* p, size_t n, CUstream s) {
+  tether_check(tether_resource_deallocate(c->resource, p, n, 0, (tether_stream_t)s), "tether_resource_deallocate");
+}
+
+/* ---- one repetition: every thread replays its pattern on its stream ------------ */
+
+typedef struct worker {
+  contender* c;
+  const bench_pattern* pattern;
+  CUstream stream;
+  pthread_barrier_t* start;
+  void** live; /* BENCH_MAX_LIVE slots */
+  size_t* sizes;
+} worker;
+
+static void* replay(void* arg) {
+  worker* w = (worker*)arg;
+  const bench_pattern* pat = w->pattern;
+  size_t n = 0, i;
+  CU_CHECK(cu.CtxSetCurrent(g_ctx));
+  pthread_barrier_wait(w->start);
+  for (i = 0; i < pat->n_ops; ++i) {
+    const bench_op op = pat->ops[i];
+    if (op.is_alloc) {
+      w->live[n] = w->c->alloc(w->c, op.arg, w->stream);
+      w->sizes[n] = op.arg;
+      ++n;
+    } else {
+      w->c->free(w->c, w->live[op.arg], w->sizes[op.arg], w->stream);
+      --n;
+      w->live[op.arg] = w->live[n];
+      w->sizes[op.arg] = w->sizes[n];
+    }
+  }
+  while (n > 0) {
+    --n;
+    w->c->free(w->c, w->live[n], w->sizes[n], w->stream);
+  }
+  CU_CHECK(cu.StreamSynchronize(w->stream));
+  return NULL;
+}
+
+static bench_pattern g_patterns[MAX_THREADS];
+static CUstream g_streams[MAX_THREADS];
+static void* g_live[MAX_THREADS][BENCH_MAX_LIVE];
+static size_t g_sizes[MAX_THREADS][BENCH_MAX_LIVE];
+
+/* Aggregate ns per pair of one repetition with `threads` threads. */
+static double run_once(contender* c, int threads) {
+  pthread_t tid[MAX_THREADS];
+  worker w[MAX_THREADS];
+  pthread_barrier_t start;
+  size_t pairs = 0;
+  double t0;
+  int t;
+  pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+  for (t = 0; t < threads; ++t) {
+    w[t].c = c;
+    w[t].pattern = &g_patterns[t];
+    w[t].stream = g_streams[t];
+    w[t].start = &start;
+    w[t].live = g_live[t];
+    w[t].sizes = g_sizes[t];
+    pairs += g_patterns[t].n_allocs;
+    if (pthread_create(&tid[t], NULL, replay, &w[t]) != 0) {
+      fprintf(stderr, "bench_gpu_alloc: pthread_create failed\n");
+      exit(1);
+    }
+  }
+  pthread_barrier_wait(&start);
+  t0 = bench_now_ns();
+  for (t = 0; t < threads; ++t) pthread_join(tid[t], NULL);
+  t0 = bench_now_ns() - t0;
+  pthread_barrier_destroy(&start);
+  return t0 / (double)pairs;
+}
+
+static double measure(contender* c, int threads, int reps) {
+  double v[64];
+  int r;
+  if (reps > 64) reps = 64;
+  (void)run_once(c, threads); /* warm-up: pools grow, the driver maps memory */
+  for (r = 0; r < reps; ++r) v[r] = run_once(c, threads);
+  return bench_median(v, (size_t)reps);
+}
+
+int main(int argc, char** argv) {
+  const size_t ops = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 20000;
+  const int reps = argc > 2 ? atoi(argv[2]) : 5;
+  const int thread_counts[] = {1, 4, 8};
+  enum { RAW, ASYNC, POOL_CUDA, POOL_ASYNC, TETHER_DEFAULT, N_CONTENDERS };
+  contender cs[N_CONTENDERS] = {
+      {"raw cuMemAlloc/cuMemFree", raw_alloc, raw_free, NULL},
+      {"raw cuMemAllocAsync (default pool)", async_alloc, async_free, NULL},
+      {"tether pool(cuda)", tether_alloc, tether_free, NULL},
+      {"tether pool(async)", tether_alloc, tether_free, NULL},
+      {"tether async (default pool)", tether_alloc, tether_free, NULL},
+  };
+  double ns[N_CONTENDERS][3];
+  tether_resource_t *cuda = NULL, *async = NULL;
+  tether_async_options_t ao = TETHER_ASYNC_OPTIONS_INIT;
+  int i, t;
+
+  if (load_driver() != 0) {
+    printf("bench_gpu_alloc: skipped: no usable CUDA driver or device\n");
+    return 0;
+  }
+  for (t = 0; t < MAX_THREADS; ++t) {
+    if (bench_make_pattern(&g_patterns[t], ops, 0x7e7be5ull + (uint64_t)t) != 0) return 1;
+    CU_CHECK(cu.StreamCreate(&g_streams[t], CU_STREAM_NON_BLOCKING));
+  }
+  tether_check(tether_cuda_resource_create(0, &cuda), "tether_cuda_resource_create");
+  tether_check(tether_async_resource_create(0, NULL, &async), "tether_async_resource_create");
+  tether_check(tether_pool_resource_create(cuda, NULL, &cs[POOL_CUDA].resource), "pool over cuda");
+  tether_check(tether_pool_resource_create(async, NULL, &cs[POOL_ASYNC].resource), "pool over async");
+  ao.use_default_pool = 1;
+  tether_check(tether_async_resource_create(0, &ao, &cs[TETHER_DEFAULT].resource), "async on the default pool");
+
+  printf("bench_gpu_alloc: %zu ops per thread (%zu pairs in thread 0), %d repetitions, median aggregate ns per "
+         "allocate+free pair\n\n",
+         ops, g_patterns[0].n_allocs, reps);
+  printf("%-36s %12s %12s %12s\n", "allocator", "1 thread", "4 threads", "8 threads");
+  for (i = 0; i < N_CONTENDERS; ++i) {
+    printf("%-36s", cs[i].name);
+    fflush(stdout);
+    for (t = 0; t < 3; ++t) {
+      ns[i][t] = measure(&cs[i], thread_counts[t], reps);
+      printf(" %12.1f", ns[i][t]);
+      fflush(stdout);
+    }
+    printf("\n");
+  }
+  printf("\nratio to raw cuMemAllocAsync at the same thread count:\n");
+  for (i = 0; i < N_CONTENDERS; ++i) {
+    printf("%-36s", cs[i].name);
+    for (t = 0; t < 3; ++t) printf(" %11.3fx", ns[i][t] / ns[ASYNC][t]);
+    printf("\n");
+  }
+  printf("\nratio to its own single-threaded ns/pair:\n");
+  for (i = 0; i < N_CONTENDERS; ++i) {
+    printf("%-36s", cs[i].name);
+    for (t = 0; t < 3; ++t) printf(" %11.3fx", ns[i][t] / ns[i][0]);
+    printf("\n");
+  }
+  {
+    const double r1 = ns[POOL_CUDA][0] / ns[ASYNC][0];
+    const double r8 = ns[POOL_CUDA][2] / ns[POOL_CUDA][0];
+    const double a1 = ns[POOL_ASYNC][0] / ns[ASYNC][0];
+    const double a8 = ns[POOL_ASYNC][2] / ns[POOL_ASYNC][0];
+    printf("\ntargets:\n");
+    printf("  pool(cuda)  1 thread / cuMemAllocAsync 1 thread  = %.3f (target <= 0.2): %s\n", r1,
+           r1 <= 0.2 ? "met" : "MISSED");
+    printf("  pool(async) 1 thread / cuMemAllocAsync 1 thread  = %.3f (target <= 0.2): %s\n", a1,
+           a1 <= 0.2 ? "met" : "MISSED");
+    printf("  pool(cuda)  8 threads aggregate / 1 thread       = %.3f (target <= 1.0): %s\n", r8,
+           r8 <= 1.0 ? "met" : "MISSED");
+    printf("  pool(async) 8 threads aggregate / 1 thread       = %.3f (target <= 1.0): %s\n", a8,
+           a8 <= 1.0 ? "met" : "MISSED");
+  }
+
+  for (i = POOL_CUDA; i < N_CONTENDERS; ++i) tether_resource_release(cs[i].resource);
+  tether_resource_release(cuda);
+  tether_resource_release(async);
+  for (t = 0; t < MAX_THREADS; ++t) {
+    CU_CHECK(cu.StreamDestroy(g_streams[t]));
+    free(g_patterns[t].ops);
+  }
+  CU_CHECK(cu.MemPoolTrimTo(g_default_pool, 0));
+  return 0;
+}

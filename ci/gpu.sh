@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The whole GPU run in one command, on a machine with a CUDA driver and device:
+#   1. configure + build (Release, tests and benchmarks on)      -> $OUT/build.log
+#   2. ctest: everything, the GPU tests (label gpu) included      -> $OUT/ctest.log
+#   3. pip install the package, pytest tests/python (GPU too)     -> $OUT/pytest.log
+#   4. the GPU benchmarks (C and Python)                          -> $OUT/bench.log
+# plus $OUT/env.log (what the machine has) and $OUT/summary.log.
+# Every step runs even when an earlier one failed, so all logs come back; the
+# exit status is non-zero if any step failed. Python's cffi/pycparser come from
+# ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them.
+#
+# usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc)
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/build-gpu/logs}
+BUILD=${TETHER_GPU_BUILD:-$ROOT/build-gpu/release}
+SITE=${TETHER_GPU_SITE:-/tmp/tether-gpu-site}
+JOBS=${TETHER_JOBS:-$(nproc)}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT" "$BUILD"
+export PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+declare -a SUMMARY=()
+FAILED=0
+START=$(date +%s)
+
+# step NAME LOG COMMAND...: run, append output to LOG, record the outcome and the time taken.
+step() {
+  local name=$1 log=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  printf '\n=== %s: %s\n' "$name" "$*" >>"$log"
+  "$@" >>"$log" 2>&1
+  rc=$?
+  local dt=$(($(date +%s) - t0))
+  if [ $rc -eq 0 ]; then
+    SUMMARY+=("ok      ${dt}s  $name")
+  else
+    SUMMARY+=("FAILED  ${dt}s  $name (exit $rc, see $(basename "$log"))")
+    FAILED=1
+  fi
+  return $rc
+}
+
+# ---- what the machine has ----------------------------------------------------------
+{
+  echo "date: $(date -u)"
+  uname -a
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "nvidia-smi: not available"
+  echo "cpus: $(nproc)"
+  command -v cmake ninja gcc cc nvcc "$PY" 2>&1
+  cmake --version 2>&1 | head -1
+  "$PY" --version 2>&1
+  "$PY" - <<'EOF' 2>&1
+import importlib
+for name in ("cffi", "pycparser", "numpy", "pytest", "scikit_build_core", "cupy", "torch", "numba"):
+    try:
+        m = importlib.import_module(name)
+        print(f"{name} {getattr(m, '__version__', '?')}")
+    except Exception as e:  # noqa: BLE001
+        print(f"{name}: not importable ({type(e).__name__}: {e})")
+EOF
+  ls /usr/include/gtest/gtest.h 2>&1
+} >"$OUT/env.log" 2>&1
+
+# ---- Python build/test requirements carried as wheels -------------------------------
+if compgen -G "$ROOT/.whl/*.whl" >/dev/null && ! "$PY" -c "import cffi, pycparser" 2>/dev/null; then
+  step "install carried wheels (.whl)" "$OUT/env.log" \
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# ---- GoogleTest: the system's, or a libgtest-dev .deb carried in .whl/ or .deb/ -----
+GTEST_ARGS=()
+if ! [ -f /usr/include/gtest/gtest.h ]; then
+  deb=$(compgen -G "$ROOT/.whl/libgtest-dev*.deb" || compgen -G "$ROOT/.deb/libgtest-dev*.deb" || true)
+  deb=${deb%%$'\n'*}
+  if [ -n "$deb" ]; then
+    mkdir -p /tmp/gtest-root && dpkg -x "$deb" /tmp/gtest-root &&
+      GTEST_ARGS=(-DCMAKE_PREFIX_PATH=/tmp/gtest-root/usr) &&
+      echo "GoogleTest from $deb" >>"$OUT/env.log"
+  else
+    echo "no GoogleTest on this machine and none carried: the C++ core tests cannot be built" >>"$OUT/env.log"
+  fi
+fi
+
+# ---- 1. build -------------------------------------------------------------------------
+: >"$OUT/build.log"
+BUILD_OK=0
+if step "configure (Release)" "$OUT/build.log" \
+  cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+  -DTETHER_BUILD_TESTS=ON -DTETHER_BUILD_BENCHMARKS=ON -DTETHER_BUILD_EXAMPLES=ON "${GTEST_ARGS[@]}"; then
+  step "build" "$OUT/build.log" ninja -C "$BUILD" -j"$JOBS" && BUILD_OK=1
+fi
+if [ -f "$BUILD/capi/libtether.so" ]; then
+  step "libtether links nothing from CUDA" "$OUT/build.log" sh "$ROOT/ci/check_symbols.sh" "$BUILD/capi/libtether.so"
+fi
+
+# ---- 2. ctest ---------------------------------------------------------------------------
+: >"$OUT/ctest.log"
+if [ $BUILD_OK = 1 ]; then
+  # CPU tests in parallel; GPU tests with a little parallelism (they share the device).
+  step "ctest (all but gpu)" "$OUT/ctest.log" \
+    ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" -LE gpu --timeout 600
+  step "ctest (label gpu)" "$OUT/ctest.log" \
+    ctest --test-dir "$BUILD" --output-on-failure -j4 -L gpu --timeout 600
+  {
+    grep -E "tests passed|tests failed|\((Failed|SEGFAULT|Timeout|Subprocess aborted|Not Run)\)$" "$OUT/ctest.log"
+    echo "ctest: $(grep -c '\*\*\*Skipped' "$OUT/ctest.log") skipped"
+  } | sed 's/^/    /' >"$OUT/ctest-summary.tmp" || true
+else
+  echo "ctest: not run, the build failed" >>"$OUT/ctest.log"
+  SUMMARY+=("SKIPPED      ctest (the build failed)")
+  FAILED=1
+fi
+
+# ---- 3. Python package and pytest ----------------------------------------------------------
+: >"$OUT/pytest.log"
+rm -rf "$SITE"
+if step "pip install . (into $SITE)" "$OUT/pytest.log" \
+  "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir --target "$SITE" "$ROOT"; then
+  export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+  step "pytest tests/python" "$OUT/pytest.log" \
+    "$PY" -m pytest "$ROOT/tests/python" -q -ra -p no:cacheprovider --durations=15
+  PY_OK=1
+else
+  PY_OK=0
+fi
+
+# ---- 4. benchmarks ---------------------------------------------------------------------------
+: >"$OUT/bench.log"
+if [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
+  step "bench_gpu_alloc (C ABI vs raw driver)" "$OUT/bench.log" \
+    timeout 240 "$BUILD/benchmarks/gpu/bench_gpu_alloc" "${TETHER_BENCH_OPS:-20000}" 5
+else
+  SUMMARY+=("SKIPPED      bench_gpu_alloc (not built)")
+fi
+if [ "$PY_OK" = 1 ]; then
+  step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
+    timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
+else
+  SUMMARY+=("SKIPPED      bench_python.py (the package did not install)")
+fi
+
+# ---- summary ------------------------------------------------------------------------------------
+{
+  echo "ci/gpu.sh: $(($(date +%s) - START))s on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  printf '  %s\n' "${SUMMARY[@]}"
+  [ -f "$OUT/ctest-summary.tmp" ] && cat "$OUT/ctest-summary.tmp"
+  grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
+  grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
+  echo "logs: $OUT"
+  [ $FAILED = 0 ] && echo "result: all steps passed" || echo "result: FAILED"
+} | tee "$OUT/summary.log"
+rm -f "$OUT/ctest-summary.tmp"
+exit $FAILED
