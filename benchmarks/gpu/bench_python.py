@@ -78,19 +78,18 @@ def replay_drop(ops, make):
 
 
 def replay_raw(ops, allocate, deallocate):
-    live, sizes = [], []
+    live = []
+    append, pop = live.append, live.pop
     for is_alloc, arg in ops:
         if is_alloc:
-            live.append(allocate(arg))
-            sizes.append(arg)
+            append((allocate(arg), arg))
         else:
-            p, n = live[arg], sizes[arg]
-            live[arg], sizes[arg] = live[-1], sizes[-1]
-            live.pop()
-            sizes.pop()
+            p, n = live[arg]
+            live[arg] = live[-1]
+            pop()
             deallocate(p, n)
     while live:
-        deallocate(live.pop(), sizes.pop())
+        deallocate(*pop())
 
 
 def measure(run, pairs: int, reps: int, sync) -> float:

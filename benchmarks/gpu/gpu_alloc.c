@@ -10,6 +10,7 @@
  *   raw cuMemAlloc/cuMemFree          the driver, resolved here with dlopen
  *   raw cuMemAllocAsync/FreeAsync     the device's default pool (release threshold raised to
  *                                     UINT64_MAX, so the pool keeps its memory as RMM configures it)
+ *   raw cuMemAllocFromPoolAsync       the same pool named explicitly (what tether's async resource calls)
  *   tether pool(cuda)                 tether_pool_resource_create over tether_cuda_resource_create
  *   tether pool(async)                ... over an owned async pool
  *   tether async (default pool)       tether's async resource on the default pool (no tether pool)
@@ -48,6 +49,11 @@ static struct {
   CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
   CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
   CUresult (*MemPoolTrimTo)(CUmemoryPool, size_t);
+  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+  CUresult (*EventCreate)(CUevent*, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
 } cu;
 static CUcontext g_ctx;
 static CUmemoryPool g_default_pool;
@@ -91,6 +97,11 @@ static int load_driver(void) {
   *(void**)&cu.DeviceGetDefaultMemPool = sym(lib, "cuDeviceGetDefaultMemPool");
   *(void**)&cu.MemPoolSetAttribute = sym(lib, "cuMemPoolSetAttribute");
   *(void**)&cu.MemPoolTrimTo = sym(lib, "cuMemPoolTrimTo");
+  *(void**)&cu.MemAllocFromPoolAsync = sym(lib, "cuMemAllocFromPoolAsync");
+  *(void**)&cu.EventCreate = sym(lib, "cuEventCreate");
+  *(void**)&cu.EventDestroy = sym(lib, "cuEventDestroy_v2");
+  *(void**)&cu.EventRecord = sym(lib, "cuEventRecord");
+  *(void**)&cu.StreamWaitEvent = sym(lib, "cuStreamWaitEvent");
   if (cu.Init(0) != CUDA_SUCCESS) return -1;
   CU_CHECK(cu.DeviceGet(&dev, 0));
   CU_CHECK(cu.PrimaryCtxRetain(&g_ctx, dev));
@@ -132,6 +143,13 @@ static void async_free(contender* c, void* p, size_t n, CUstream s) {
   (void)c;
   (void)n;
   CU_CHECK(cu.MemFreeAsync((CUdeviceptr)(uintptr_t)p, s));
+}
+
+static void* from_pool_alloc(contender* c, size_t n, CUstream s) {
+  CUdeviceptr p = 0;
+  (void)c;
+  CU_CHECK(cu.MemAllocFromPoolAsync(&p, n, g_default_pool, s));
+  return (void*)(uintptr_t)p;
 }
 
 static void tether_check(tether_status_t s, const char* what) {
@@ -223,10 +241,19 @@ static double run_once(contender* c, int threads) {
   return t0 / (double)pairs;
 }
 
+/* Every measurement starts from an empty default pool, so no contender
+   inherits blocks another left freed on other streams. */
+static void reset_default_pool(void) {
+  int t;
+  for (t = 0; t < MAX_THREADS; ++t) CU_CHECK(cu.StreamSynchronize(g_streams[t]));
+  CU_CHECK(cu.MemPoolTrimTo(g_default_pool, 0));
+}
+
 static double measure(contender* c, int threads, int reps) {
   double v[64];
   int r;
   if (reps > 64) reps = 64;
+  reset_default_pool();
   (void)run_once(c, threads); /* warm-up: pools grow, the driver maps memory */
   for (r = 0; r < reps; ++r) v[r] = run_once(c, threads);
   return bench_median(v, (size_t)reps);
@@ -236,13 +263,16 @@ int main(int argc, char** argv) {
   const size_t ops = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 20000;
   const int reps = argc > 2 ? atoi(argv[2]) : 5;
   const int thread_counts[] = {1, 4, 8};
-  enum { RAW, ASYNC, POOL_CUDA, POOL_ASYNC, TETHER_DEFAULT, N_CONTENDERS };
+  /* The contenders on the default pool run next to each other, before the
+     tether pools take device memory of their own. */
+  enum { RAW, ASYNC, FROM_POOL, TETHER_DEFAULT, POOL_CUDA, POOL_ASYNC, N_CONTENDERS };
   contender cs[N_CONTENDERS] = {
       {"raw cuMemAlloc/cuMemFree", raw_alloc, raw_free, NULL},
       {"raw cuMemAllocAsync (default pool)", async_alloc, async_free, NULL},
+      {"raw cuMemAllocFromPoolAsync (default)", from_pool_alloc, async_free, NULL},
+      {"tether async (default pool)", tether_alloc, tether_free, NULL},
       {"tether pool(cuda)", tether_alloc, tether_free, NULL},
       {"tether pool(async)", tether_alloc, tether_free, NULL},
-      {"tether async (default pool)", tether_alloc, tether_free, NULL},
   };
   double ns[N_CONTENDERS][3];
   tether_resource_t *cuda = NULL, *async = NULL;
@@ -306,7 +336,32 @@ int main(int argc, char** argv) {
            a8 <= 1.0 ? "met" : "MISSED");
   }
 
-  for (i = POOL_CUDA; i < N_CONTENDERS; ++i) tether_resource_release(cs[i].resource);
+  {
+    /* Reference costs for stream-ordering designs: one event record, one
+       record + cross-stream wait (what a pool pays per free or per steal). */
+    CUevent ev;
+    double v[5], w[5];
+    const int n = 100000;
+    int r, k;
+    CU_CHECK(cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    for (r = 0; r < 5; ++r) {
+      double t0 = bench_now_ns();
+      for (k = 0; k < n; ++k) CU_CHECK(cu.EventRecord(ev, g_streams[0]));
+      v[r] = (bench_now_ns() - t0) / n;
+      t0 = bench_now_ns();
+      for (k = 0; k < n; ++k) {
+        CU_CHECK(cu.EventRecord(ev, g_streams[0]));
+        CU_CHECK(cu.StreamWaitEvent(g_streams[1], ev, 0));
+      }
+      w[r] = (bench_now_ns() - t0) / n;
+      CU_CHECK(cu.StreamSynchronize(g_streams[1]));
+    }
+    printf("\nreference: cuEventRecord %.1f ns; cuEventRecord + cuStreamWaitEvent %.1f ns (median of 5 x %d)\n",
+           bench_median(v, 5), bench_median(w, 5), n);
+    CU_CHECK(cu.EventDestroy(ev));
+  }
+
+  for (i = TETHER_DEFAULT; i < N_CONTENDERS; ++i) tether_resource_release(cs[i].resource);
   tether_resource_release(cuda);
   tether_resource_release(async);
   for (t = 0; t < MAX_THREADS; ++t) {

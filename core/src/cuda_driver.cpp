@@ -64,6 +64,7 @@ bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why) {
   TETHER_RESOLVE(CtxPushCurrent, "cuCtxPushCurrent");
   TETHER_RESOLVE(CtxPopCurrent, "cuCtxPopCurrent");
   TETHER_RESOLVE(CtxGetDevice, "cuCtxGetDevice");
+  TETHER_RESOLVE(CtxSynchronize, "cuCtxSynchronize");
   TETHER_RESOLVE(MemGetInfo, "cuMemGetInfo");
   TETHER_RESOLVE(MemAlloc, "cuMemAlloc");
   TETHER_RESOLVE(MemFree, "cuMemFree");

@@ -47,6 +47,7 @@ struct Driver {
   CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
   CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
   CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
+  CUresult (*CtxSynchronize)() = nullptr;
   CUresult (*MemGetInfo)(std::size_t*, std::size_t*) = nullptr;
   CUresult (*MemAlloc)(CUdeviceptr*, std::size_t) = nullptr;
   CUresult (*MemFree)(CUdeviceptr) = nullptr;

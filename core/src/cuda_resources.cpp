@@ -80,6 +80,42 @@ class EventStreamOrder final : public StreamOrder {
     check(d.StreamSynchronize(as_stream(stream)), "cuStreamSynchronize", device_);
   }
 
+  void synchronize_device() override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    check(d.CtxSynchronize(), "cuCtxSynchronize", device_);
+  }
+
+  event_t create_event() override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    CUevent e = nullptr;
+    check(d.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device_);
+    return e;
+  }
+
+  void destroy_event(event_t event) noexcept override {
+    if (event == nullptr || process_is_exiting()) return;
+    try {
+      ScopedContext ctx(device_);
+      (void)driver().EventDestroy(static_cast<CUevent>(event));
+    } catch (...) {
+      // CUDA already gone: nothing to give back.
+    }
+  }
+
+  void record_event(event_t event, stream_t stream) override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    check(d.EventRecord(static_cast<CUevent>(event), as_stream(stream)), "cuEventRecord", device_);
+  }
+
+  void wait_event(stream_t waiter, event_t event) override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    check(d.StreamWaitEvent(as_stream(waiter), static_cast<CUevent>(event), 0), "cuStreamWaitEvent", device_);
+  }
+
  private:
   int device_;
   std::mutex mutex_;

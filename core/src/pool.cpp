@@ -6,11 +6,12 @@
 // pooled memory, so the upstream may be device memory.
 //
 // Stream ordering (only when upstream->stream_order() is non-null; otherwise
-// every stream is normalised to 0 and there is one index): each stream that
+// every stream is normalised to 0 and there is one index; see Waits below for
+// how memory changes streams): each stream that
 // freed memory has its own index, so "a block last freed on S" is an O(1)
 // search of S's index and needs no CUDA call. Physical neighbours are
 // coalesced only when they are free on the same stream. Another stream A's
-// block goes to S only after make_wait(S, A).
+// free memory goes to S only after S waits on A's event (see Waits).
 //
 // Locking: one mutex. Upstream allocate/deallocate run with it released.
 #include "tether_core/pool.hpp"
@@ -93,19 +94,30 @@ struct Release {
   stream_t stream;
 };
 
-// Streams the current operation has already made its stream wait for.
+// Memory freed on stream A may go to another stream S only once A's work up
+// to the free is done. A may have been destroyed since (CuPy and PyTorch
+// streams die with their Python objects) and a destroyed stream's handle must
+// never be used, so every free on A re-records A's index event (A is alive
+// then: the caller just used it) and S waits on that event, never on A. The
+// wait never blocks the host. Each index is waited for at most once per
+// operation; same-stream reuse and memory no stream has used need no wait.
 class Waits {
  public:
   explicit Waits(StreamOrder* order) noexcept : order_(order) {}
-  void wait(stream_t waiter, stream_t producer) {
-    if (waiter == producer || std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
-    order_->make_wait(waiter, producer);
+  void wait(stream_t waiter, const FreeIndex* producer) {
+    if (order_ == nullptr || producer->stream() == waiter) return;
+    if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
+    if (producer->event != nullptr) {
+      order_->wait_event(waiter, producer->event);
+    } else {
+      order_->synchronize_device();  // not reached: an index gets blocks only by a free
+    }
     done_.push_back(producer);
   }
 
  private:
   StreamOrder* order_;
-  std::vector<stream_t> done_;
+  std::vector<const FreeIndex*> done_;
 };
 
 std::string bytes_text(std::uint64_t n) { return std::to_string(n) + " bytes"; }
@@ -116,6 +128,9 @@ Properties pool_properties(const ResourcePtr& upstream) {
   p.kind = TETHER_RESOURCE_KIND_POOL;
   return p;
 }
+
+// The stream key of the index of memory no stream has used (no CUstream has this value).
+constexpr stream_t kUntouched = ~stream_t{0};
 
 class PoolResource final : public Resource {
  public:
@@ -132,14 +147,21 @@ class PoolResource final : public Resource {
     std::size_t initial = round_up(std::min(o.initial_size, huge), kGranule);
     if (limited_) initial = std::min(initial, maximum_);
 
-    indices_.push_back(std::make_unique<FreeIndex>(stream_t{0}));
+    // Memory no stream has used yet (the initial chunk, what growing adds
+    // beyond the request) goes to any stream without a wait.
+    const stream_t first = order_ != nullptr ? kUntouched : stream_t{0};
+    indices_.push_back(std::make_unique<FreeIndex>(first));
     last_index_ = indices_.back().get();
-    by_stream_.emplace(stream_t{0}, last_index_);
+    by_stream_.emplace(first, last_index_);
+    if (order_ != nullptr) untouched_ = last_index_;
 
     if (initial != 0) {
       void* mem = nullptr;
       try {
         mem = upstream_->allocate(initial, kGranule, 0);
+        // Memory from a stream-ordered upstream is ordered on the stream it was
+        // asked for on; waiting once here makes the initial chunk any stream's.
+        if (order_ != nullptr) order_->synchronize(0);
       } catch (const OutOfMemory& e) {
         throw OutOfMemory("pool: cannot obtain its initial_size of " + bytes_text(initial) + " from upstream '" +
                           upstream_->name() + "': " + e.what());
@@ -158,15 +180,24 @@ class PoolResource final : public Resource {
   ~PoolResource() override {
     // CUDA memory is leaked once the process exits: the context may be gone.
     const bool leak = order_ != nullptr && process_is_exiting();
+    // The streams the memory was freed on may be gone: order stream 0 after
+    // every index's event, then give everything back on stream 0.
+    bool settled = leak || order_ == nullptr || chunks_ == nullptr;
+    if (!settled) {
+      try {
+        Waits waits(order_);
+        for (const auto& idx : indices_)
+          if (idx.get() != untouched_) waits.wait(0, idx.get());
+        settled = true;
+      } catch (...) {
+        // The device cannot be ordered: leak rather than free memory in use.
+      }
+    }
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
-      if (!leak) {
+      if (settled && !leak) {
         try {
-          Waits waits(order_);
-          const stream_t s = stream_of(c->first);
-          if (order_ != nullptr)
-            for (Block* b = c->first; b != nullptr; b = b->next_phys) waits.wait(s, stream_of(b));
-          upstream_->deallocate(reinterpret_cast<void*>(c->addr), c->size, kGranule, s);
+          upstream_->deallocate(reinterpret_cast<void*>(c->addr), c->size, kGranule, 0);
         } catch (...) {
           // Nothing sensible to do in a destructor; the chunk is lost.
         }
@@ -174,6 +205,8 @@ class PoolResource final : public Resource {
       delete c;
       c = next;
     }
+    if (order_ != nullptr && !leak)
+      for (const auto& idx : indices_) order_->destroy_event(idx->event);
   }
 
   const char* name() const noexcept override { return "pool"; }
@@ -237,6 +270,11 @@ class PoolResource final : public Resource {
                              std::to_string(b->request.alignment) + ", freed with " + std::to_string(alignment));
     }
     FreeIndex* idx = order_ != nullptr ? index_for(stream) : last_index_;  // may throw; nothing changed yet
+    if (order_ != nullptr) {
+      // Capture the stream's work up to this free while its handle is surely alive.
+      if (idx->event == nullptr) idx->event = order_->create_event();
+      order_->record_event(idx->event, stream);  // may throw; nothing changed yet
+    }
     table_.erase_at(slot);
     --b->chunk->allocated;
     used_ -= b->size;
@@ -391,6 +429,8 @@ class PoolResource final : public Resource {
       throw;
     }
     Block* b = add_chunk(std::move(chunk), mem, chunk_size);
+    // A stream-ordered upstream hands out memory ordered on `stream`: the
+    // rest of the chunk is that stream's.
     return carve(b, index_for_existing(stream), n, bytes, alignment);
   }
 
@@ -407,13 +447,20 @@ class PoolResource final : public Resource {
       idx->remove(b);
       return carve(b, idx, n, bytes, alignment);
     }
-    // 2. Another stream's block, once our stream waits for that stream.
+    // 2. Memory no stream has used yet: no wait needed.
+    if (untouched_ != nullptr && untouched_ != idx) {
+      if (Block* b = untouched_->find(need)) {
+        untouched_->remove(b);
+        return carve(b, untouched_, n, bytes, alignment);
+      }
+    }
+    // 3. Another stream's block, once our stream waits for that stream's event.
     Waits waits(order_);
     if (order_ != nullptr) {
       for (const auto& other : indices_) {
-        if (other.get() == idx || other->empty()) continue;
+        if (other.get() == idx || other.get() == untouched_ || other->empty()) continue;
         if (Block* b = other->find(need)) {
-          waits.wait(stream, other->stream());
+          waits.wait(stream, other.get());
           other->remove(b);
           return carve(b, other.get(), n, bytes, alignment);
         }
@@ -426,15 +473,24 @@ class PoolResource final : public Resource {
     if (chunk != 0) {
       if (void* p = grow(lock, chunk, n, bytes, alignment, stream, upstream_error)) return p;
     }
-    // 4. Make every stream's free memory ours, so it coalesces; look again.
+    // 4. Make every stream's free memory ours (after waiting on each one's
+    //    event), so it coalesces; look again.
+    bool moved = false;
     if (order_ != nullptr) {
       for (const auto& other : indices_) {
         if (other.get() == idx || other->empty()) continue;
-        waits.wait(stream, other->stream());
+        if (other.get() != untouched_) waits.wait(stream, other.get());
         while (Block* b = other->any()) {
           other->remove(b);
           insert_free(b, idx);
         }
+        moved = true;
+      }
+      // The moved blocks are now this stream's: its event must cover the
+      // waits just made, or a later taker that waits on it would miss them.
+      if (moved) {
+        if (idx->event == nullptr) idx->event = order_->create_event();
+        order_->record_event(idx->event, stream);
       }
     }
     Block* b = idx->find(need);
@@ -474,23 +530,23 @@ class PoolResource final : public Resource {
     return m;
   }
 
-  // Detach every wholly free chunk into `out` (to give back unlocked). A chunk
-  // freed on several streams is released on the first block's stream after
-  // waiting for the others. A failed wait stops the scan (error set).
+  // Detach every wholly free chunk into `out` (to give back unlocked). The
+  // streams the chunk was freed on may be gone, so a stream-ordered pool makes
+  // stream 0 wait on their events and gives chunks back on stream 0. A failed
+  // wait stops the scan (error set).
   void detach_free_chunks(std::vector<Release>& out, std::exception_ptr& error) {
     out.reserve(chunk_count_);
+    Waits waits(order_);
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
       if (c->allocated == 0) {
-        const stream_t s = stream_of(c->first);
-        if (order_ != nullptr) {
-          try {
-            Waits waits(order_);
-            for (Block* b = c->first; b != nullptr; b = b->next_phys) waits.wait(s, stream_of(b));
-          } catch (...) {
-            error = std::current_exception();
-            return;
-          }
+        const stream_t s = 0;
+        try {
+          for (Block* b = c->first; b != nullptr; b = b->next_phys)
+            if (b->index != untouched_) waits.wait(s, b->index);
+        } catch (...) {
+          error = std::current_exception();
+          return;
         }
         for (Block* b = c->first; b != nullptr;) {
           Block* after = b->next_phys;
@@ -540,6 +596,7 @@ class PoolResource final : public Resource {
   std::vector<std::unique_ptr<FreeIndex>> indices_;  // one per stream, never removed
   std::unordered_map<stream_t, FreeIndex*> by_stream_;
   FreeIndex* last_index_ = nullptr;  // the most recently used index: usually the caller's
+  FreeIndex* untouched_ = nullptr;   // stream-ordered pools: memory no stream has used yet
 };
 
 }  // namespace

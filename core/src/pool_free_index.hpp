@@ -26,6 +26,10 @@ class FreeIndex {
 
   // The stream every block of this index was last freed on.
   stream_t stream() const noexcept { return stream_; }
+  // Stream-ordered pools: an event recorded on stream() at its latest free,
+  // so other streams can wait for every block here without using the stream
+  // handle (which may have been destroyed since). nullptr until the first free.
+  void* event = nullptr;
   bool empty() const noexcept { return first_level_ == 0; }
 
   void insert(Block* b) noexcept {

@@ -31,6 +31,18 @@ tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int devic
   return out;
 }
 
+uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t alignment,
+                              tether_stream_t stream) {
+  void* p = NULL;
+  if (remember(tether_resource_allocate(resource, size, alignment, stream, &p)) != TETHER_OK) return 0;
+  return (uintptr_t)p;
+}
+
+tether_status_t _tether_py_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
+                                      size_t alignment, tether_stream_t stream) {
+  return tether_resource_deallocate(resource, (void*)ptr, size, alignment, stream);
+}
+
 /* ---- DLPack ------------------------------------------------------------- */
 
 typedef struct { uint32_t major, minor; } dl_version;

@@ -14,6 +14,15 @@
 tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int device, size_t size,
                                           tether_stream_t stream);
 
+/* tether_resource_allocate() returning the address: 0 for size 0 or on
+   failure; the status (TETHER_OK on success) in _tether_py_last_status(). */
+uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t alignment,
+                              tether_stream_t stream);
+
+/* tether_resource_deallocate() of an address given as an integer. */
+tether_status_t _tether_py_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
+                                      size_t alignment, tether_stream_t stream);
+
 /* The status of this thread's last failed _tether_py_* call. */
 tether_status_t _tether_py_last_status(void);
 

@@ -16,6 +16,10 @@ from ._errors import InvalidHandleError, check, closed_error
 from ._ffi import ffi, lib
 from ._handle import Handle
 
+_allocate = lib._tether_py_allocate
+_deallocate = lib._tether_py_deallocate
+_last_status = lib._tether_py_last_status
+
 
 class ResourceKind(enum.IntEnum):
     """What a resource is (``tether_resource_kind_t``)."""
@@ -202,11 +206,22 @@ class Resource(Handle):
         this resource with the same size and alignment; prefer tether.Buffer,
         which frees itself.
         """
-        n = parse_size(size)
-        out = ffi.new("void**")
-        self._check(lib.tether_resource_allocate(self._live(), n, alignment_value(alignment),
-                                                 stream_value(stream), out))
-        return int(ffi.cast("uintptr_t", out[0]))
+        # The hot path: plain ints, no out-parameter allocation (see python/src/tether_py.h).
+        n = size if size.__class__ is int and size >= 0 else parse_size(size)
+        a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
+        s = 0 if stream is None else stream_value(stream)
+        h = self._h
+        if h is None:
+            raise closed_error(self)
+        try:
+            p = _allocate(h, n, a, s)
+        except OverflowError:
+            raise ValueError(f"size {n} or alignment {a} does not fit in size_t") from None
+        if not p:
+            status = _last_status()
+            if status:
+                self._check(status)
+        return p
 
     def deallocate(self, ptr: int, size, alignment: int = 0, stream=None) -> None:
         """Give back memory from allocate() of this resource (same size and alignment).
@@ -214,8 +229,18 @@ class Resource(Handle):
         Raises InvalidArgumentError if the resource can tell the pointer is not
         its own or the size differs (the memory is then left untouched).
         """
-        self._check(lib.tether_resource_deallocate(self._live(), ffi.cast("void*", ptr), parse_size(size),
-                                                   alignment_value(alignment), stream_value(stream)))
+        n = size if size.__class__ is int and size >= 0 else parse_size(size)
+        a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
+        s = 0 if stream is None else stream_value(stream)
+        h = self._h
+        if h is None:
+            raise closed_error(self)
+        try:
+            status = _deallocate(h, ptr, n, a, s)
+        except OverflowError:
+            raise ValueError(f"pointer {ptr!r}, size {n} or alignment {a} does not fit") from None
+        if status:
+            self._check(status)
 
     def trim(self) -> None:
         """Return memory held but unused to the upstream (a pool gives back wholly free chunks)."""

@@ -75,6 +75,16 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     waits_.clear();
   }
   std::size_t upstream_frees() const { return upstream_frees_; }
+  // How many events the pool recorded.
+  std::size_t event_records() const {
+    std::lock_guard<std::mutex> l(m_);
+    return records_;
+  }
+  // How often the pool waited for the whole device.
+  std::size_t device_syncs() const {
+    std::lock_guard<std::mutex> l(m_);
+    return device_syncs_;
+  }
   std::size_t violations() const { return violations_; }
   std::size_t cross_stream_reuses() const { return cross_stream_reuses_; }
 
@@ -128,12 +138,41 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     for (const auto& [s, t] : clock_[producer]) clock_[waiter][s] = std::max(clock_[waiter][s], t);
   }
   void synchronize(core::stream_t) override {}
+  event_t create_event() override {
+    std::lock_guard<std::mutex> l(m_);
+    events_.emplace_back();
+    return reinterpret_cast<event_t>(events_.size());  // 1-based id
+  }
+  void destroy_event(event_t) noexcept override {}
+  // The event captures what `stream` has seen so far.
+  void record_event(event_t e, core::stream_t stream) override {
+    std::lock_guard<std::mutex> l(m_);
+    Event& ev = events_.at(reinterpret_cast<std::size_t>(e) - 1);
+    ev.stream = stream;
+    ev.seen = clock_[stream];
+    ++records_;
+  }
+  // Logged as a wait of `waiter` for the stream the event was recorded on.
+  void wait_event(core::stream_t waiter, event_t e) override {
+    std::lock_guard<std::mutex> l(m_);
+    const Event& ev = events_.at(reinterpret_cast<std::size_t>(e) - 1);
+    waits_.emplace_back(waiter, ev.stream);
+    for (const auto& [s, t] : ev.seen) clock_[waiter][s] = std::max(clock_[waiter][s], t);
+  }
+  // Everything enqueued anywhere so far is done: every stream, present or future, has seen it.
+  void synchronize_device() override {
+    std::lock_guard<std::mutex> l(m_);
+    ++device_syncs_;
+    for (const auto& [s, seen] : clock_)
+      for (const auto& [t, tick] : seen) global_[t] = std::max(global_[t], tick);
+  }
 
   void check(std::uintptr_t begin, std::uintptr_t end, core::stream_t stream) {
     for (auto it = first_overlap(begin); it != stamps_.end() && it->first < end; ++it) {
       if (it->second.end <= begin || it->second.stream == stream) continue;
       ++cross_stream_reuses_;
-      if (clock_[stream][it->second.stream] < it->second.tick) ++violations_;
+      const std::uint64_t seen = std::max(clock_[stream][it->second.stream], global_[it->second.stream]);
+      if (seen < it->second.tick) ++violations_;
     }
   }
 
@@ -161,9 +200,15 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   core::ResourcePtr host_;
   std::vector<std::pair<core::stream_t, core::stream_t>> waits_;
   std::map<core::stream_t, std::map<core::stream_t, std::uint64_t>> clock_;  // clock_[s][t]: s has seen t's tick
+  std::map<core::stream_t, std::uint64_t> global_;                           // seen by all (device syncs)
   std::map<std::uintptr_t, Stamp> stamps_;                                    // freed ranges, disjoint
   std::map<void*, std::pair<std::size_t, std::size_t>> live_;                 // size and alignment
-  std::size_t upstream_frees_ = 0, violations_ = 0, cross_stream_reuses_ = 0;
+  struct Event {
+    core::stream_t stream = 0;
+    std::map<core::stream_t, std::uint64_t> seen;
+  };
+  std::vector<Event> events_;
+  std::size_t upstream_frees_ = 0, violations_ = 0, cross_stream_reuses_ = 0, device_syncs_ = 0, records_ = 0;
 };
 
 }  // namespace tether::test

@@ -355,6 +355,23 @@ TEST(PoolStreams, HostPoolsTreatAllStreamsAsOne) {
   pool->deallocate(q, MiB, 0, 0);
 }
 
+TEST(PoolStreams, EveryFreeRecordsTheStreamsEventSoTheStreamIsNeverUsedAgain) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB, MiB);
+  void* p = pool->allocate(4096, 0, 7);
+  pool->deallocate(p, 4096, 0, 7);
+  EXPECT_EQ(up->event_records(), 1u);
+  p = pool->allocate(4096, 0, 7);
+  pool->deallocate(p, 4096, 0, 7);
+  EXPECT_EQ(up->event_records(), 2u);
+  // Stream 7 may be destroyed now: taking its memory on stream 8 waits on the
+  // event (logged as a wait for stream 7), never on stream 7's handle.
+  void* q = pool->allocate(MiB, 0, 8);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{8, 7}}));
+  pool->deallocate(q, MiB, 0, 8);
+}
+
 TEST(PoolStreams, SameStreamReuseMakesNoCall) {
   auto up = std::make_shared<test::OrderedUpstream>();
   auto pool = make_pool(up, MiB);
@@ -448,7 +465,13 @@ TEST(PoolStreams, TrimWaitsBeforeGivingBackMixedChunks) {
   EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
   EXPECT_EQ(up->upstream_frees(), 1u);
   EXPECT_EQ(up->violations(), 0u);
-  EXPECT_EQ(up->cross_stream_reuses(), 1u);  // the chunk went back on one stream, after waiting for the other
+  // The chunk went back on stream 0 (streams 1 and 2 may be gone by now),
+  // after stream 0 waited on both streams' events.
+  EXPECT_EQ(up->cross_stream_reuses(), 2u);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  auto waits = up->waits();
+  std::sort(waits.begin(), waits.end());
+  EXPECT_EQ(waits, (W{{0, 1}, {0, 2}}));
 }
 
 // Random allocations and frees on several streams against a pool too small to

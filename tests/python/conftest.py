@@ -37,8 +37,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _host_default():
-    """Create the host slot's default once, so tests that read it do not change the census."""
+    """Create the host slot's default once (and, with a GPU, each device slot's),
+    so tests that read them do not change the census: a default the table
+    creates on first use lives as long as the table, it is not a leak."""
     tether.get_current_resource(tether.HOST).close()
+    if tether.cuda_available():
+        for device in range(tether.cuda_device_count()):
+            tether.get_current_resource(device).close()
 
 
 @pytest.fixture(autouse=True)

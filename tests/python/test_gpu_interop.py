@@ -15,6 +15,20 @@ from gpu_support import MiB
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(scope="module")
+def streams():
+    """A CuPy and a PyTorch stream that outlive every pool of this module."""
+    cupy = pytest.importorskip("cupy")
+    out = {"cupy": cupy.cuda.Stream(non_blocking=True)}
+    try:
+        import torch
+        if torch.cuda.is_available():
+            out["torch"] = torch.cuda.Stream()
+    except ImportError:
+        pass
+    return out
+
+
 @pytest.fixture
 def pool():
     p = tether.PoolResource(tether.CudaResource(0))
@@ -92,9 +106,9 @@ def test_numba_as_cuda_array(pool):
     gc.collect()
 
 
-def test_tether_takes_cupy_and_torch_streams(pool):
+def test_tether_takes_cupy_and_torch_streams(streams, pool):
     cupy = pytest.importorskip("cupy")
-    s = cupy.cuda.Stream(non_blocking=True)
+    s = streams["cupy"]
     for stream in filter(None, (s.ptr, s if hasattr(s, "__cuda_stream__") else None)):
         with tether.Buffer(MiB, resource=pool, stream=stream) as buf:
             assert buf.stream == s.ptr
@@ -104,8 +118,10 @@ def test_tether_takes_cupy_and_torch_streams(pool):
             s.synchronize()
             assert buf.tobytes() == b"\x05" * MiB
             del arr
+    if "torch" not in streams:
+        pytest.skip("PyTorch with CUDA is not available")
     torch = pytest.importorskip("torch")
-    ts = torch.cuda.Stream()
+    ts = streams["torch"]
     with tether.Buffer(MiB, resource=pool, stream=ts) as buf:
         assert buf.stream == ts.cuda_stream
         t = torch.from_dlpack(buf)

@@ -29,6 +29,12 @@ def resource(request):
         up.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _device0_default():
+    """Create device 0's default resource before the census of the first test that reads the slot."""
+    tether.get_current_resource(0).close()
+
+
 @pytest.fixture
 def restore_device0():
     before = tether.get_current_resource(0)
@@ -85,9 +91,17 @@ def test_round_trips(resource):
             buf.copy_to_host(offset=MiB - 1, size=2)
 
 
-def test_raw_allocate_with_streams(resource):
+@pytest.fixture(scope="module")
+def cupy_stream():
+    # Module-scoped: it outlives the resources the tests use it with (a pool
+    # keeps the streams its blocks were freed on; see test_gpu_stream_order).
     cupy = pytest.importorskip("cupy")
-    s = cupy.cuda.Stream(non_blocking=True)
+    return cupy.cuda.Stream(non_blocking=True)
+
+
+def test_raw_allocate_with_streams(resource, cupy_stream):
+    cupy = pytest.importorskip("cupy")
+    s = cupy_stream
     ptrs = [resource.allocate(n, stream=s.ptr) for n in (1, 1000, MiB)]
     assert all(p % 256 == 0 for p in ptrs)
     cupy.cuda.runtime.memsetAsync(ptrs[2], 3, MiB, s.ptr)
@@ -182,7 +196,9 @@ def test_device_slot(restore_device0):
     assert isinstance(default, tether.CudaResource)
     default.close()
     pool = tether.PoolResource(tether.CudaResource(0), initial_size="8 MiB")
-    tether.set_current_resource(pool, 0)
+    previous = tether.set_current_resource(pool, 0)
+    if previous is not None:
+        previous.close()
     with tether.Buffer(MiB) as buf:  # device=None: the current device's slot
         assert buf.resource == pool
         assert buf.device == 0
@@ -193,8 +209,10 @@ def test_device_slot(restore_device0):
     tether.set_current_resource(pinned, 0).close()  # host memory suits a device slot
     with tether.Buffer(64) as buf:
         assert buf.host_accessible and buf.device == tether.HOST
-    tether.set_current_resource(pinned, tether.HOST).close()
-    tether.set_current_resource(None, tether.HOST).close()
+    host_before = tether.set_current_resource(pinned, tether.HOST)  # and the host slot
+    tether.set_current_resource(host_before, tether.HOST).close()   # put it back as it was
+    if host_before is not None:
+        host_before.close()
     with pytest.raises(tether.InvalidArgumentError):
         tether.set_current_resource(tether.CudaResource(0), tether.HOST)
     gc.collect()

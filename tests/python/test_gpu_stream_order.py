@@ -6,11 +6,15 @@ running. A buffer of the same size is then allocated on stream B and written
 with another pattern. Either B got different memory, or it got A's block and
 B's work waits for A's: B is still busy while A spins, and once everything is
 done the memory holds B's pattern (had B reused the block early, A's late
-write would have overwritten it)."""
+write would have overwritten it).
+
+The streams outlive the resources here (module-scoped); the last tests let
+streams die first, as garbage-collected stream objects do."""
 
 from __future__ import annotations
 
 import gc
+import textwrap
 
 import pytest
 
@@ -27,6 +31,12 @@ SPIN_SECONDS = 0.25
 def kernels():
     cupy_or_skip()
     return Kernels()
+
+
+@pytest.fixture(scope="module")
+def streams():
+    cupy = cupy_or_skip()
+    return cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
 
 
 def bounded_pool(upstream):
@@ -55,11 +65,9 @@ def case(request):
         up.close()
 
 
-def test_reuse_on_another_stream_waits_for_the_kernel(kernels, case):
-    cupy = cupy_or_skip()
+def test_reuse_on_another_stream_waits_for_the_kernel(kernels, streams, case):
     mr, must_reuse = case
-    a = cupy.cuda.Stream(non_blocking=True)
-    b = cupy.cuda.Stream(non_blocking=True)
+    a, b = streams
     size_before = mr.pool_info().pool_size if isinstance(mr, tether.PoolResource) else None
 
     first = tether.Buffer(N, resource=mr, stream=a.ptr)
@@ -82,10 +90,9 @@ def test_reuse_on_another_stream_waits_for_the_kernel(kernels, case):
     second.close()
 
 
-def test_same_stream_reuse_is_ordered(kernels, case):
-    cupy = cupy_or_skip()
+def test_same_stream_reuse_is_ordered(kernels, streams, case):
     mr, _ = case
-    a = cupy.cuda.Stream(non_blocking=True)
+    a = streams[0]
     first = tether.Buffer(N, resource=mr, stream=a.ptr)
     kernels.spin(a, SPIN_SECONDS / 5)
     kernels.fill(a, first.ptr, N, 0x11)
@@ -98,11 +105,9 @@ def test_same_stream_reuse_is_ordered(kernels, case):
     second.close()
 
 
-def test_moving_a_buffer_to_another_stream(kernels):
-    cupy = cupy_or_skip()
+def test_moving_a_buffer_to_another_stream(kernels, streams):
     mr = tether.PoolResource(tether.CudaResource(0), initial_size="2 MiB", maximum_size="2 MiB")
-    a = cupy.cuda.Stream(non_blocking=True)
-    b = cupy.cuda.Stream(non_blocking=True)
+    a, b = streams
     buf = tether.Buffer(N, resource=mr, stream=a.ptr)
     p = buf.ptr
     kernels.spin(a, SPIN_SECONDS)
@@ -122,3 +127,44 @@ def test_moving_a_buffer_to_another_stream(kernels):
     mr.close()
     up.close()
     gc.collect()
+
+
+LIFETIME = """
+    import cupy
+    import tether
+    from gpu_support import Kernels
+    rt = cupy.cuda.runtime
+    k = Kernels()
+    mr = {make}
+    # Streams made and destroyed explicitly: what a garbage-collected stream object does.
+    # b exists before a dies, so it cannot be handed a's recycled handle value.
+    a = rt.streamCreateWithFlags(1)
+    b = rt.streamCreateWithFlags(1)
+    buf = tether.Buffer({n}, resource=mr, stream=a)
+    k.spin(cupy.cuda.ExternalStream(a), 0.05)
+    k.fill(cupy.cuda.ExternalStream(a), buf.ptr, {n}, 0xAB)
+    buf.close()          # freed on a ...
+    rt.streamDestroy(a)  # ... and a is gone
+    again = tether.Buffer({n}, resource=mr, stream=b)
+    k.fill(cupy.cuda.ExternalStream(b), again.ptr, {n}, 0xCD)
+    rt.streamSynchronize(b)
+    assert again.tobytes() == b"\\xcd" * {n}
+    again.close()
+    mr.trim()
+    mr.close()           # the resource outlives both streams
+    rt.streamDestroy(b)
+    print("ok")
+"""
+
+
+@pytest.mark.parametrize("make", [
+    "tether.PoolResource(tether.CudaResource(0), initial_size='2 MiB', maximum_size='2 MiB')",
+    "tether.PoolResource(tether.AsyncResource(0))",
+    "tether.AsyncResource(0)",
+], ids=["pool_cuda_bounded", "pool_async", "async"])
+def test_streams_may_die_before_the_memory_they_freed_is_reused(run_python, make):
+    """In a subprocess: a resource must never touch a destroyed stream's handle."""
+    cupy_or_skip()
+    proc = run_python(textwrap.dedent(LIFETIME.format(make=make, n=N)), env={"PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (
+        f"exit status {proc.returncode} (a negative status is the signal that killed it)\n{proc.stderr}")

@@ -119,7 +119,10 @@ TETHER_API tether_status_t tether_host_resource_create(tether_resource_t** out);
  * options may be NULL for the defaults. Allocations are carved from chunks
  * obtained from upstream; tether_resource_trim() gives wholly free chunks back.
  * When upstream is a CUDA resource the pool is stream-ordered: a block freed on
- * stream A is reused on A at once and on another stream only after A's work.
+ * stream A is reused on A at once; another stream gets it only when its own
+ * blocks and growing cannot serve it, and then only after waiting for all work
+ * on the device (A may have been destroyed meanwhile: its handle is never used
+ * again). trim() and the pool's destruction wait for the device the same way.
  * Errors: INVALID_ARGUMENT if initial_size > maximum_size; OUT_OF_MEMORY if
  * initial_size cannot be obtained. out: receives +1.
  */

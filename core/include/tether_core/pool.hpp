@@ -7,7 +7,11 @@
 // coalesced with free neighbours of the same chunk on free. trim() returns
 // chunks that are wholly free. When upstream provides stream_order(), the pool
 // is stream-ordered: a block freed on stream A is reused on A at once and on
-// another stream B only after B has been made to wait for A's work.
+// another stream B only after all work on the device enqueued before the
+// free is done (StreamOrder::synchronize_device(): A may have been destroyed
+// since, so its handle is never used again). That wait is off the hot path:
+// B takes A's memory only when it cannot be served by its own blocks or by
+// growing (a bounded or exhausted pool), and in trim() and the destructor.
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,25 @@ class StreamOrder {
   virtual void make_wait(stream_t waiter, stream_t producer) = 0;
   // Block the host until all work enqueued so far on `stream` is done.
   virtual void synchronize(stream_t stream) = 0;
+  // Block the host until all work enqueued so far on every stream of the
+  // device is done (cuCtxSynchronize). Touches no stream handle.
+  virtual void synchronize_device() = 0;
+
+  // Events let a pool order memory across streams without ever touching a
+  // stream handle after the free that made the memory available: the stream
+  // is alive when memory is freed on it (the caller just used it), but may be
+  // destroyed before the memory is reused (CuPy and PyTorch streams die with
+  // their Python objects). An event stays valid after its stream is gone.
+  using event_t = void*;
+  // A new event (CU_EVENT_DISABLE_TIMING). Throws.
+  virtual event_t create_event() = 0;
+  virtual void destroy_event(event_t event) noexcept = 0;
+  // Record `event` on the live stream `stream` (re-recording replaces the
+  // previous capture). Called with the pool's lock held.
+  virtual void record_event(event_t event, stream_t stream) = 0;
+  // Make future work on `waiter` wait for what `event` captured. Never blocks
+  // the host. Called with the pool's lock held.
+  virtual void wait_event(stream_t waiter, event_t event) = 0;
 };
 
 class Resource {

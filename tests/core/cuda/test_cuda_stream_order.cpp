@@ -4,6 +4,9 @@
 // A freed, B's work must wait for A's: B's write lands after A's, and B is
 // not idle while A is held. A resource that reused the block early would
 // let A's late write clobber B's pattern.
+//
+// Streams are created before the resource (and so destroyed after it) in
+// these tests; CudaStreamLifetime below covers streams that die first.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -51,8 +54,8 @@ class StreamOrdered : public ::testing::TestWithParam<OrderedFactory> {
 };
 
 TEST_P(StreamOrdered, ReuseAcrossStreamsWaitsForTheFreeingStream) {
-  core::ResourcePtr mr = GetParam().make();
   Stream a, b;
+  core::ResourcePtr mr = GetParam().make();
   Gate gate;
   gate.block(a);
   void* p = mr->allocate(kBytes, 0, a.value());
@@ -74,8 +77,8 @@ TEST_P(StreamOrdered, ReuseAcrossStreamsWaitsForTheFreeingStream) {
 }
 
 TEST_P(StreamOrdered, SameStreamReuseIsImmediateAndOrdered) {
-  core::ResourcePtr mr = GetParam().make();
   Stream a;
+  core::ResourcePtr mr = GetParam().make();
   Gate gate;
   gate.block(a);
   void* p = mr->allocate(kBytes, 0, a.value());
@@ -90,9 +93,9 @@ TEST_P(StreamOrdered, SameStreamReuseIsImmediateAndOrdered) {
 }
 
 TEST_P(StreamOrdered, BuffersLiveAcrossManyStreams) {
-  core::ResourcePtr mr = GetParam().make();
   std::vector<std::unique_ptr<Stream>> streams;
   for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<Stream>());
+  core::ResourcePtr mr = GetParam().make();
   Gate gate;
   for (auto& s : streams) gate.block(*s);
   // Round-robin alloc/fill/free, each free's block reused by another stream.
@@ -129,6 +132,55 @@ std::vector<OrderedFactory> ordered_factories() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, StreamOrdered, ::testing::ValuesIn(ordered_factories()),
+                         [](const ::testing::TestParamInfo<OrderedFactory>& i) { return i.param.name; });
+
+// Streams die before the memory they ordered is reused or the resource goes
+// away (what garbage-collected stream objects do: a CuPy or PyTorch stream
+// freed by Python while tether still holds blocks freed on it). A destroyed
+// stream's handle must never be used again: waiting for its work has to go
+// through something recorded while it was alive (an event at free time).
+class CudaStreamLifetime : public ::testing::TestWithParam<OrderedFactory> {
+ protected:
+  void SetUp() override { TETHER_REQUIRE_GPU(); }
+};
+
+TEST_P(CudaStreamLifetime, MemoryFreedOnADestroyedStreamIsReusedSafely) {
+  core::ResourcePtr mr = GetParam().make();
+  Stream b;  // made before a dies, so it cannot be handed a's recycled handle value
+  void* p = nullptr;
+  {
+    Stream a;
+    Gate gate;
+    gate.block(a);
+    p = mr->allocate(kBytes, 0, a.value());
+    fill_async(p, 0xAB, kBytes, a);
+    mr->deallocate(p, kBytes, 0, a.value());
+    gate.open();
+  }  // a is destroyed (its work completes on its own)
+  void* q = mr->allocate(kBytes, 0, b.value());
+  if (GetParam().must_reuse) {
+    EXPECT_EQ(q, p);
+  }
+  fill_async(q, 0xCD, kBytes, b);
+  b.synchronize();
+  EXPECT_TRUE(device_holds(q, 0xCD, kBytes, b.value()));
+  mr->deallocate(q, kBytes, 0, b.value());
+  mr->trim();
+}
+
+TEST_P(CudaStreamLifetime, AResourceOutlivesTheStreamsItWasUsedWith) {
+  core::ResourcePtr mr = GetParam().make();
+  for (int i = 0; i < 3; ++i) {
+    Stream s;
+    void* p = mr->allocate(kBytes / 2, 0, s.value());
+    fill_async(p, 1, kBytes / 2, s);
+    mr->deallocate(p, kBytes / 2, 0, s.value());
+  }
+  mr->trim();
+  mr.reset();  // destroyed after all its streams
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaStreamLifetime, ::testing::ValuesIn(ordered_factories()),
                          [](const ::testing::TestParamInfo<OrderedFactory>& i) { return i.param.name; });
 
 // The stream order itself: make_wait(B, A) holds B behind A's pending work,
