@@ -9,7 +9,8 @@
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
 # ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them.
 #
-# usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc)
+# usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
+#        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -123,7 +124,7 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" \
   "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir --target "$SITE" "$ROOT"; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
   step "pytest tests/python" "$OUT/pytest.log" \
-    "$PY" -m pytest "$ROOT/tests/python" -q -ra -p no:cacheprovider --durations=15
+    "$PY" -m pytest ${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"} -q -ra -p no:cacheprovider --durations=15
   PY_OK=1
 else
   PY_OK=0
