@@ -110,7 +110,9 @@ class Waits {
     if (producer->event != nullptr) {
       order_->wait_event(waiter, producer->event);
     } else {
-      order_->synchronize_device();  // not reached: an index gets blocks only by a free
+      // Not reached: an index gets blocks only by a free or by growing, and
+      // both record its event. A device-wide wait is correct, if slow.
+      order_->synchronize_device();
     }
     done_.push_back(producer);
   }
@@ -428,10 +430,25 @@ class PoolResource final : public Resource {
       }
       throw;
     }
+    // A stream-ordered upstream hands out memory ordered on `stream`: the rest
+    // of the chunk is that stream's, and its event must say so before another
+    // stream can take from it (recorded now, while the stream is surely alive).
+    FreeIndex* home = index_for_existing(stream);
+    if (order_ != nullptr) {
+      try {
+        if (home->event == nullptr) home->event = order_->create_event();
+        order_->record_event(home->event, stream);
+      } catch (...) {
+        lock.unlock();
+        try {
+          upstream_->deallocate(mem, chunk_size, kGranule, stream);
+        } catch (...) {
+        }
+        throw;
+      }
+    }
     Block* b = add_chunk(std::move(chunk), mem, chunk_size);
-    // A stream-ordered upstream hands out memory ordered on `stream`: the
-    // rest of the chunk is that stream's.
-    return carve(b, index_for_existing(stream), n, bytes, alignment);
+    return carve(b, home, n, bytes, alignment);
   }
 
   // index_for() of a stream whose index exists (created before unlocking).

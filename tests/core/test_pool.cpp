@@ -372,6 +372,27 @@ TEST(PoolStreams, EveryFreeRecordsTheStreamsEventSoTheStreamIsNeverUsedAgain) {
   pool->deallocate(q, MiB, 0, 8);
 }
 
+// What growing adds beyond the request is the growing stream's (a
+// stream-ordered upstream orders it there). Another stream takes it by
+// waiting on that stream's event - never by blocking the host (a blocked
+// stream, e.g. one waiting on a host-side gate, would deadlock a device-wide
+// synchronisation).
+TEST(PoolStreams, TheRestOfAGrownChunkIsTakenByWaitingOnAnEventNotTheDevice) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);  // no initial chunk: the first allocation grows
+  void* a = pool->allocate(256 * KiB, 0, 1);  // stream 1 grows a 1 MiB chunk, keeps 768 KiB
+  up->allocated(a, 256 * KiB, 1);
+  void* b = pool->allocate(256 * KiB, 0, 2);  // stream 2 takes from that rest
+  up->allocated(b, 256 * KiB, 2);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{2, 1}}));
+  EXPECT_EQ(up->device_syncs(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  pool->deallocate(b, 256 * KiB, 0, 2);
+}
+
 TEST(PoolStreams, SameStreamReuseMakesNoCall) {
   auto up = std::make_shared<test::OrderedUpstream>();
   auto pool = make_pool(up, MiB);
