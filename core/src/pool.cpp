@@ -420,8 +420,16 @@ class PoolResource final : public Resource {
     lock.lock();
     pending_ -= chunk_size;
     if (mem == nullptr) return nullptr;
+    // A stream-ordered upstream hands out memory ordered on `stream`: the rest
+    // of the chunk is that stream's, and its event must say so before another
+    // stream can take from it (recorded now, while the stream is surely alive).
+    FreeIndex* home = index_for_existing(stream);
     try {
       reserve_records();
+      if (order_ != nullptr) {
+        if (home->event == nullptr) home->event = order_->create_event();
+        order_->record_event(home->event, stream);
+      }
     } catch (...) {
       lock.unlock();
       try {
@@ -429,23 +437,6 @@ class PoolResource final : public Resource {
       } catch (...) {
       }
       throw;
-    }
-    // A stream-ordered upstream hands out memory ordered on `stream`: the rest
-    // of the chunk is that stream's, and its event must say so before another
-    // stream can take from it (recorded now, while the stream is surely alive).
-    FreeIndex* home = index_for_existing(stream);
-    if (order_ != nullptr) {
-      try {
-        if (home->event == nullptr) home->event = order_->create_event();
-        order_->record_event(home->event, stream);
-      } catch (...) {
-        lock.unlock();
-        try {
-          upstream_->deallocate(mem, chunk_size, kGranule, stream);
-        } catch (...) {
-        }
-        throw;
-      }
     }
     Block* b = add_chunk(std::move(chunk), mem, chunk_size);
     return carve(b, home, n, bytes, alignment);

@@ -46,6 +46,17 @@ def _host_default():
             tether.get_current_resource(device).close()
 
 
+@pytest.fixture
+def restore_device0():
+    """Put device 0's slot back as it was when the test began."""
+    before = tether.get_current_resource(0)
+    yield
+    replaced = tether.set_current_resource(before, 0)
+    if replaced is not None:
+        replaced.close()
+    before.close()
+
+
 @pytest.fixture(autouse=True)
 def census(request):
     """Every test must leave no tether object alive (tether_debug_live_objects) that it created."""

@@ -29,22 +29,6 @@ def resource(request):
         up.close()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _device0_default():
-    """Create device 0's default resource before the census of the first test that reads the slot."""
-    tether.get_current_resource(0).close()
-
-
-@pytest.fixture
-def restore_device0():
-    before = tether.get_current_resource(0)
-    yield
-    replaced = tether.set_current_resource(before, 0)
-    if replaced is not None:
-        replaced.close()
-    before.close()
-
-
 def test_driver_queries():
     assert tether.cuda_available()
     assert tether.cuda_device_count() >= 1

@@ -38,22 +38,6 @@ def gpu_xlang(build_native):
     return lib
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _device0_default():
-    """Create device 0's default resource before the census of the first test that reads the slot."""
-    tether.get_current_resource(0).close()
-
-
-@pytest.fixture
-def restore_device0():
-    before = tether.get_current_resource(0)
-    yield
-    replaced = tether.set_current_resource(before, 0)
-    if replaced is not None:
-        replaced.close()
-    before.close()
-
-
 def pattern_sum(n, seed):
     return sum((i * 7 + seed) & 0xFF for i in range(n))
 
