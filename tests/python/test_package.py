@@ -42,6 +42,13 @@ def test_package_ships_library_headers_and_cmake_config():
     assert not (PKG / "cdefgen.py").exists() and not (PKG / "ffibuild.py").exists()
 
 
+def test_package_ships_exactly_one_libtether():
+    # A wheel stores symlinks as copies; a second copy, loaded by its path,
+    # would be a second library with a second current-resource table.
+    copies = sorted(p.name for p in PKG.rglob("libtether*"))
+    assert copies == [f"libtether.so.{tether.abi_version()}"]
+
+
 def test_get_library_is_the_loaded_file():
     path = Path(tether.get_library())
     assert path.is_file() and path.parent == PKG / "lib"
