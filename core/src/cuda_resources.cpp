@@ -47,32 +47,12 @@ std::string hex(const void* p) {
 
 std::string bytes_detail(std::size_t bytes) { return " allocating " + std::to_string(bytes) + " bytes"; }
 
-// Stream ordering on one device through one reusable event: record it on the
-// producer, make the waiter wait on it. Re-recording is safe at once because
-// cuStreamWaitEvent captures the event's state when it is called. The mutex
-// is a leaf lock (the pool calls make_wait with its own lock held).
+// Stream ordering on one device: the pool owns its events (one per stream
+// it has seen) and asks for them to be recorded and waited on. Every call
+// enters the device's primary context; none calls back into a pool.
 class EventStreamOrder final : public StreamOrder {
  public:
   explicit EventStreamOrder(int device) noexcept : device_(device) {}
-  ~EventStreamOrder() override {
-    if (event_ == nullptr || process_is_exiting()) return;
-    try {
-      ScopedContext ctx(device_);
-      (void)driver().EventDestroy(event_);
-    } catch (...) {
-      // CUDA already gone: nothing to give back.
-    }
-  }
-
-  void make_wait(stream_t waiter, stream_t producer) override {
-    if (waiter == producer) return;
-    const Driver& d = driver();
-    ScopedContext ctx(device_);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (event_ == nullptr) check(d.EventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", device_);
-    check(d.EventRecord(event_, as_stream(producer)), "cuEventRecord", device_);
-    check(d.StreamWaitEvent(as_stream(waiter), event_, 0), "cuStreamWaitEvent", device_);
-  }
 
   void synchronize(stream_t stream) override {
     const Driver& d = driver();
@@ -118,8 +98,6 @@ class EventStreamOrder final : public StreamOrder {
 
  private:
   int device_;
-  std::mutex mutex_;
-  CUevent event_ = nullptr;
 };
 
 // What a resource knows about each allocation it handed out, so that frees

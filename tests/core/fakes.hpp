@@ -46,8 +46,9 @@ class LimitedUpstream : public core::Resource {
   std::vector<std::size_t> requests_;
 };
 
-// A pretend CUDA upstream: host memory, but stream-ordered. It records every
-// make_wait() and checks, with vector clocks, that no memory is reused on a
+// A pretend CUDA upstream: host memory, but stream-ordered. It models events
+// (a recording captures what its stream has seen), logs every wait on one,
+// and checks, with vector clocks, that no memory is reused on a
 // stream before that stream was made to wait for the stream that freed it.
 //
 // The test reports its frees (freed()) and allocations (allocated()); the
@@ -65,7 +66,7 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   const char* name() const noexcept override { return "ordered"; }
   core::StreamOrder* stream_order() noexcept override { return this; }
 
-  // Every make_wait(waiter, producer) call, in order.
+  // Every wait_event(waiter, e) call, in order, as (waiter, the stream e was recorded on).
   std::vector<std::pair<core::stream_t, core::stream_t>> waits() const {
     std::lock_guard<std::mutex> l(m_);
     return waits_;
@@ -132,11 +133,6 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     std::uint64_t tick;
   };
 
-  void make_wait(core::stream_t waiter, core::stream_t producer) override {
-    std::lock_guard<std::mutex> l(m_);
-    waits_.emplace_back(waiter, producer);
-    for (const auto& [s, t] : clock_[producer]) clock_[waiter][s] = std::max(clock_[waiter][s], t);
-  }
   void synchronize(core::stream_t) override {}
   event_t create_event() override {
     std::lock_guard<std::mutex> l(m_);

@@ -37,10 +37,6 @@ struct Properties {
 class StreamOrder {
  public:
   virtual ~StreamOrder() = default;
-  // Make future work on `waiter` wait for all work enqueued so far on
-  // `producer` (record an event on producer, stream-wait on it). Never blocks
-  // the host. Called with the pool's lock held: must not call back into pools.
-  virtual void make_wait(stream_t waiter, stream_t producer) = 0;
   // Block the host until all work enqueued so far on `stream` is done.
   virtual void synchronize(stream_t stream) = 0;
   // Block the host until all work enqueued so far on every stream of the

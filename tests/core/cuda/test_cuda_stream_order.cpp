@@ -183,9 +183,10 @@ TEST_P(CudaStreamLifetime, AResourceOutlivesTheStreamsItWasUsedWith) {
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaStreamLifetime, ::testing::ValuesIn(ordered_factories()),
                          [](const ::testing::TestParamInfo<OrderedFactory>& i) { return i.param.name; });
 
-// The stream order itself: make_wait(B, A) holds B behind A's pending work,
-// and re-recording the shared event for another pair does not release B.
-TEST(CudaStreamOrder, MakeWaitHoldsTheWaiterBehindTheProducer) {
+// The stream order itself: waiting on an event recorded on A holds B behind
+// A's pending work; re-recording the event on another stream later does not
+// release B (the wait captured the earlier recording); the event outlives A.
+TEST(CudaStreamOrder, WaitingOnAnEventHoldsTheWaiterBehindTheProducer) {
   TETHER_REQUIRE_GPU();
   auto r = cu::make_cuda_resource(0);
   core::StreamOrder* order = r->stream_order();
@@ -193,8 +194,11 @@ TEST(CudaStreamOrder, MakeWaitHoldsTheWaiterBehindTheProducer) {
   Stream a, b, c, d;
   Gate gate;
   gate.block(a);
-  order->make_wait(b.value(), a.value());
-  order->make_wait(c.value(), d.value());  // re-records the event on an idle stream
+  core::StreamOrder::event_t e = order->create_event();
+  order->record_event(e, a.value());
+  order->wait_event(b.value(), e);
+  order->record_event(e, d.value());  // re-records the event on an idle stream
+  order->wait_event(c.value(), e);
   d.synchronize();
   c.synchronize();  // c waited only for d: done
   EXPECT_EQ(b.query(), CUDA_ERROR_NOT_READY) << "b must still wait for a";
@@ -203,6 +207,7 @@ TEST(CudaStreamOrder, MakeWaitHoldsTheWaiterBehindTheProducer) {
   EXPECT_EQ(b.query(), CUDA_SUCCESS);
   order->synchronize(a.value());
   EXPECT_EQ(a.query(), CUDA_SUCCESS);
+  order->destroy_event(e);
 }
 
 }  // namespace
