@@ -30,6 +30,10 @@ class Gpu : public ::testing::Test {
   void SetUp() override { TETHER_REQUIRE_GPU(); }
 };
 
+// Tests that measure the device's free memory: ctest runs them alone
+// (RUN_SERIAL, see CMakeLists.txt), since other test processes allocate too.
+class GpuSerial : public Gpu {};
+
 std::size_t free_device_memory() {
   std::size_t free_bytes = 0, total = 0;
   dd::ScopedContext ctx(0);
@@ -151,8 +155,7 @@ TEST_F(Gpu, AsyncOptionsAreChecked) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [] { cu::make_async_resource(-1, cu::AsyncOptions{}); }));
 }
 
-TEST_F(Gpu, AsyncInitialPoolSizeIsReservedAndTrimGivesItBack) {
-  // Large against what other tests running at the same time allocate.
+TEST_F(GpuSerial, AsyncInitialPoolSizeIsReservedAndTrimGivesItBack) {
   const std::size_t reserve = 4096 * MiB, slack = 1024 * MiB;
   const std::size_t before = free_device_memory();
   auto r = async_with(reserve, 0, 0);
