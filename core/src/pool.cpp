@@ -1,19 +1,39 @@
 // PoolResource: a coalescing suballocator over any upstream.
 //
 // Chunks from upstream are carved into blocks. Free blocks are indexed by
-// size in a TLSF index (pool_free_index.hpp); allocated ones by address in a
-// hash table (pool_block_table.hpp). Records live in host memory, outside the
-// pooled memory, so the upstream may be device memory.
+// size in TLSF indexes (pool_free_index.hpp); allocated ones by address in
+// hash tables (pool_block_table.hpp). Records live in host memory, outside
+// the pooled memory, so the upstream may be device memory.
 //
-// Stream ordering (only when upstream->stream_order() is non-null; otherwise
-// every stream is normalised to 0 and there is one index; see Waits below for
-// how memory changes streams): each stream that
-// freed memory has its own index, so "a block last freed on S" is an O(1)
-// search of S's index and needs no CUDA call. Physical neighbours are
-// coalesced only when they are free on the same stream. Another stream A's
-// free memory goes to S only after S waits on A's event (see Waits).
+// Arenas. A host pool (upstream without stream_order()) has one arena. A
+// stream-ordered pool has one per stream that used it: the blocks the stream
+// freed, the blocks it handed out, spare records, and a mutex. The hot path
+// (an allocation served from the stream's own free blocks, a free on the
+// stream the block was allocated on) locks only its arena, found through a
+// per-thread cache, plus the spin lock of the block's chunk while it touches
+// physical neighbours. So threads on different streams do not contend. Slow
+// paths (taking another stream's memory, growing, cross-stream frees, trim,
+// info) take the World: the pool mutex and every arena mutex in id order.
 //
-// Locking: one mutex. Upstream allocate/deallocate run with it released.
+// Stream ordering. A block freed on stream A goes into A's `fresh` index and
+// is reused on A at once (stream order makes that safe). Every kRecordEvery
+// frees, A records its event (a CUDA event on A, recorded while A is surely
+// alive) and moves its fresh blocks to `settled`: they are covered by the
+// event. Another stream B takes only settled blocks, after making B wait on
+// A's event (cuStreamWaitEvent: the host never blocks, and A's handle is never
+// used after the free, since A may be destroyed by then). When B finds no
+// settled block and A has fresh ones, A is asked to record at its next free.
+// A bounded pool, and any pool once it has run out of memory, records at
+// every free, so all its free memory is always available to every stream.
+// Physical neighbours coalesce only within one arena (fresh into fresh or
+// settled-into-fresh, settled into settled).
+//
+// Where the device is synchronised (never on the hot path): trim(), the
+// destructor and the out-of-memory step wait on the events of every arena;
+// if some frees are not covered by an event yet (the stream may be gone, so
+// it cannot be recorded now) they synchronise the device once instead.
+//
+// Upstream allocate/deallocate run with every lock released.
 #include "tether_core/pool.hpp"
 
 #include <algorithm>
@@ -87,39 +107,10 @@ class NodePool {
   std::size_t spare_ = 0;
 };
 
-// A chunk detached from the pool, to be given back to upstream unlocked.
+// A chunk detached from the pool, to be given back to upstream unlocked (on stream 0).
 struct Release {
   std::uintptr_t addr;
   std::size_t size;
-  stream_t stream;
-};
-
-// Memory freed on stream A may go to another stream S only once A's work up
-// to the free is done. A may have been destroyed since (CuPy and PyTorch
-// streams die with their Python objects) and a destroyed stream's handle must
-// never be used, so every free on A re-records A's index event (A is alive
-// then: the caller just used it) and S waits on that event, never on A. The
-// wait never blocks the host. Each index is waited for at most once per
-// operation; same-stream reuse and memory no stream has used need no wait.
-class Waits {
- public:
-  explicit Waits(StreamOrder* order) noexcept : order_(order) {}
-  void wait(stream_t waiter, const FreeIndex* producer) {
-    if (order_ == nullptr || producer->stream() == waiter) return;
-    if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
-    if (producer->event != nullptr) {
-      order_->wait_event(waiter, producer->event);
-    } else {
-      // Not reached: an index gets blocks only by a free or by growing, and
-      // both record its event. A device-wide wait is correct, if slow.
-      order_->synchronize_device();
-    }
-    done_.push_back(producer);
-  }
-
- private:
-  StreamOrder* order_;
-  std::vector<const FreeIndex*> done_;
 };
 
 std::string bytes_text(std::uint64_t n) { return std::to_string(n) + " bytes"; }
@@ -131,31 +122,110 @@ Properties pool_properties(const ResourcePtr& upstream) {
   return p;
 }
 
-// The stream key of the index of memory no stream has used (no CUstream has this value).
-constexpr stream_t kUntouched = ~stream_t{0};
+// A stream's frees are covered by an event recorded on the stream every this
+// many frees (and at once when another stream asked for that stream's memory,
+// or when the pool is bounded or has run out: see "Stream ordering" above).
+constexpr unsigned kRecordEvery = 64;
+
+// Every pool gets a serial number, so per-thread caches keyed by it never
+// confuse a destroyed pool with a new one at the same address.
+std::atomic<std::uint64_t> g_pool_serial{0};
+
+struct ArenaCacheEntry {
+  std::uint64_t serial = 0;
+  stream_t stream = 0;
+  pool_detail::Arena* arena = nullptr;
+};
+// The arenas this thread used last, by (pool serial, stream).
+thread_local ArenaCacheEntry t_arena_cache[8];
+
+}  // namespace
+
+namespace pool_detail {
+
+// What one stream of a stream-ordered pool owns (a host pool has one arena):
+// the blocks it freed (fresh ones not yet covered by its event, settled ones
+// covered), the blocks it handed out, and spare records. Its mutex guards all
+// of that and the arena's fields; the chunk locks guard the physical layout.
+struct alignas(64) Arena {
+  Arena(stream_t s, std::size_t i) noexcept : stream(s), id(i), fresh(this, true), settled(this, false) {}
+  std::mutex mutex;
+  const stream_t stream;
+  const std::size_t id;  // creation order = lock order
+  FreeIndex fresh;
+  FreeIndex settled;
+  StreamOrder::event_t event = nullptr;  // recorded on `stream`; covers `settled`
+  unsigned unrecorded = 0;               // frees into `fresh` since the last record
+  bool record_requested = false;         // another stream wants this arena's fresh memory
+  BlockTable table;                      // the blocks this arena handed out
+  NodePool nodes;
+  std::size_t used = 0;                  // bytes in the blocks of `table`
+};
+
+}  // namespace pool_detail
+
+namespace {
+
+using pool_detail::Arena;
+using pool_detail::SpinLock;
+
+class ChunkGuard {
+ public:
+  explicit ChunkGuard(Chunk* c) noexcept : c_(c) { c_->lock.lock(); }
+  ~ChunkGuard() { c_->lock.unlock(); }
+  ChunkGuard(const ChunkGuard&) = delete;
+  ChunkGuard& operator=(const ChunkGuard&) = delete;
+
+ private:
+  Chunk* c_;
+};
+
+// Memory freed on stream A goes to another stream S only once A's work up to
+// the free is done. A may have been destroyed since (CuPy and PyTorch streams
+// die with their Python objects), and a destroyed stream's handle must never
+// be used, so S waits on A's event (recorded while A was surely alive: at a
+// free on A), never on A. The wait never blocks the host. Each arena is
+// waited for at most once per operation.
+class Waits {
+ public:
+  explicit Waits(StreamOrder* order) noexcept : order_(order) {}
+  void wait(stream_t waiter, const Arena* producer) {
+    if (order_ == nullptr || producer->stream == waiter) return;
+    if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
+    if (producer->event != nullptr) {
+      order_->wait_event(waiter, producer->event);
+    } else {
+      // Not reached: settled blocks exist only after a record. Correct, if slow.
+      order_->synchronize_device();
+    }
+    done_.push_back(producer);
+  }
+
+ private:
+  StreamOrder* order_;
+  std::vector<const Arena*> done_;
+};
 
 class PoolResource final : public Resource {
  public:
   PoolResource(ResourcePtr upstream, const PoolOptions& o)
-      : Resource(pool_properties(upstream)), upstream_(std::move(upstream)), order_(upstream_->stream_order()) {
+      : Resource(pool_properties(upstream)),
+        upstream_(std::move(upstream)),
+        order_(upstream_->stream_order()),
+        serial_(g_pool_serial.fetch_add(1, std::memory_order_relaxed) + 1) {
     if (o.maximum_size != 0 && o.initial_size > o.maximum_size) {
       throw_invalid_argument("pool: initial_size (" + bytes_text(o.initial_size) + ") exceeds maximum_size (" +
                              bytes_text(o.maximum_size) + ")");
     }
     const std::size_t huge = SIZE_MAX - 2 * kMaxAlignment;  // beyond this nothing can be allocated anyway
     limited_ = o.maximum_size != 0;
+    // A bounded pool will hand memory across streams: keep every free covered.
+    eager_ = limited_;
     maximum_ = o.maximum_size & ~(kGranule - 1);  // chunks are whole granules
     growth_ = round_up(std::min(o.growth_size == 0 ? kDefaultGrowth : o.growth_size, huge), kGranule);
     std::size_t initial = round_up(std::min(o.initial_size, huge), kGranule);
     if (limited_) initial = std::min(initial, maximum_);
-
-    // Memory no stream has used yet (the initial chunk, what growing adds
-    // beyond the request) goes to any stream without a wait.
-    const stream_t first = order_ != nullptr ? kUntouched : stream_t{0};
-    indices_.push_back(std::make_unique<FreeIndex>(first));
-    last_index_ = indices_.back().get();
-    by_stream_.emplace(first, last_index_);
-    if (order_ != nullptr) untouched_ = last_index_;
+    if (order_ == nullptr) host_arena_ = new_arena(0);
 
     if (initial != 0) {
       void* mem = nullptr;
@@ -169,9 +239,11 @@ class PoolResource final : public Resource {
                           upstream_->name() + "': " + e.what());
       }
       try {
-        nodes_.reserve(1);
-        Block* b = add_chunk(std::make_unique<Chunk>(), mem, initial);
-        insert_free(b, last_index_);
+        Arena& a = host_arena_ != nullptr ? *host_arena_ : spare_records_;
+        a.nodes.reserve(1);
+        Block* b = add_chunk(std::make_unique<Chunk>(), mem, initial, a);
+        ChunkGuard g(b->chunk);
+        insert_free(a, b, host_arena_ != nullptr ? &host_arena_->settled : &untouched_);
       } catch (...) {
         upstream_->deallocate(mem, initial, kGranule, 0);
         throw;
@@ -183,13 +255,20 @@ class PoolResource final : public Resource {
     // CUDA memory is leaked once the process exits: the context may be gone.
     const bool leak = order_ != nullptr && process_is_exiting();
     // The streams the memory was freed on may be gone: order stream 0 after
-    // every index's event, then give everything back on stream 0.
+    // every arena's event (or the whole device, if some frees are not covered
+    // by an event yet), then give everything back on stream 0.
     bool settled = leak || order_ == nullptr || chunks_ == nullptr;
     if (!settled) {
       try {
-        Waits waits(order_);
-        for (const auto& idx : indices_)
-          if (idx.get() != untouched_) waits.wait(0, idx.get());
+        bool uncovered = false;
+        for (const auto& a : arenas_) uncovered = uncovered || !a->fresh.empty();
+        if (uncovered) {
+          order_->synchronize_device();
+        } else {
+          Waits waits(order_);
+          for (const auto& a : arenas_)
+            if (a->event != nullptr) waits.wait(0, a.get());
+        }
         settled = true;
       } catch (...) {
         // The device cannot be ordered: leak rather than free memory in use.
@@ -208,7 +287,7 @@ class PoolResource final : public Resource {
       c = next;
     }
     if (order_ != nullptr && !leak)
-      for (const auto& idx : indices_) order_->destroy_event(idx->event);
+      for (const auto& a : arenas_) order_->destroy_event(a->event);
   }
 
   const char* name() const noexcept override { return "pool"; }
@@ -220,20 +299,22 @@ class PoolResource final : public Resource {
     std::vector<Release> released;
     std::exception_ptr error;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      detach_free_chunks(released, error);
+      World world(*this);
+      detach_free_chunks(spare_arena(), released, error);
     }
     give_back(released);
     if (error) std::rethrow_exception(error);
   }
 
   PoolInfo info() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    World world(const_cast<PoolResource&>(*this));
     PoolInfo i;
+    std::size_t used = 0;
+    for (const auto& a : arenas_) used += a->used;
     i.pool_size = pool_size_;
-    i.free_bytes = pool_size_ - used_;
+    i.free_bytes = pool_size_ - used;
     i.chunk_count = chunk_count_;
-    for (const auto& idx : indices_) i.largest_free_block = std::max<std::uint64_t>(i.largest_free_block, idx->largest());
+    i.largest_free_block = largest_free();
     return i;
   }
 
@@ -244,80 +325,106 @@ class PoolResource final : public Resource {
     // Blocks start on granule boundaries; a larger alignment is found by
     // searching for enough extra to carve off a leading piece.
     const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
-    std::unique_lock<std::mutex> lock(mutex_);
-    reserve_records();
-    FreeIndex* idx = order_ != nullptr ? index_for(stream) : last_index_;  // host pools: one index
-    if (Block* b = idx->find(need)) {  // the fast path: O(1), no CUDA call
-      idx->remove(b);
-      return carve(b, idx, n, bytes, alignment);
+    Arena& a = arena_for(stream);
+    {
+      std::lock_guard<std::mutex> lock(a.mutex);
+      if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;  // the fast path
     }
-    return allocate_slow(lock, idx, n, need, bytes, alignment, stream);
+    return allocate_slow(a, n, need, bytes, alignment);
   }
 
   void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) override {
     if (order_ == nullptr) stream = 0;
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    const std::size_t slot = table_.find(addr);
-    if (slot == BlockTable::npos) {
-      throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
+    Arena& a = arena_for(stream);
+    {
+      std::lock_guard<std::mutex> lock(a.mutex);
+      const std::size_t slot = a.table.find(addr);
+      if (slot != BlockTable::npos) return free_block(a, a, slot, bytes, alignment);  // the fast path
     }
-    Block* b = table_.at(slot);
-    if (b->request.bytes != bytes) {
-      throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
-                             ", freed with " + bytes_text(bytes));
+    // Freed on another stream than it was allocated on (or not ours at all).
+    World world(*this);
+    for (const auto& owner : arenas_) {
+      const std::size_t slot = owner->table.find(addr);
+      if (slot != BlockTable::npos) return free_block(a, *owner, slot, bytes, alignment);
     }
-    if (b->request.alignment != alignment) {
-      throw_invalid_argument("pool: alignment mismatch freeing " + hex(addr) + ": allocated with " +
-                             std::to_string(b->request.alignment) + ", freed with " + std::to_string(alignment));
-    }
-    FreeIndex* idx = order_ != nullptr ? index_for(stream) : last_index_;  // may throw; nothing changed yet
-    if (order_ != nullptr) {
-      // Capture the stream's work up to this free while its handle is surely alive.
-      if (idx->event == nullptr) idx->event = order_->create_event();
-      order_->record_event(idx->event, stream);  // may throw; nothing changed yet
-    }
-    table_.erase_at(slot);
-    --b->chunk->allocated;
-    used_ -= b->size;
-    insert_free(b, idx);
+    throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
   }
 
  private:
+  // Holds the pool-wide mutex and every arena's (in id order): what the slow
+  // paths, trim() and info() need. The fast paths hold one arena's mutex and
+  // never wait for this while holding it, so the two cannot deadlock.
+  class World {
+   public:
+    explicit World(PoolResource& p) : pool_(p) { lock(); }
+    ~World() {
+      if (locked_) unlock();
+    }
+    World(const World&) = delete;
+    World& operator=(const World&) = delete;
+    void lock() {
+      pool_.world_.lock();
+      for (const auto& a : pool_.arenas_) a->mutex.lock();
+      locked_ = true;
+    }
+    void unlock() noexcept {
+      for (auto it = pool_.arenas_.rbegin(); it != pool_.arenas_.rend(); ++it) (*it)->mutex.unlock();
+      pool_.world_.unlock();
+      locked_ = false;
+    }
+
+   private:
+    PoolResource& pool_;
+    bool locked_ = false;
+  };
+
   static std::string hex(std::uintptr_t v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#jx", static_cast<std::uintmax_t>(v));
     return buf;
   }
 
-  // The stream a free block was freed on; 0 for an allocated one (only asked
-  // of allocated blocks when a pool is destroyed with allocations outstanding).
-  static stream_t stream_of(const Block* b) noexcept { return b->index != nullptr ? b->index->stream() : 0; }
+  // The arena whose records and node cache the world-locked paths use when no
+  // stream's arena is at hand (trim, the initial chunk of a stream-ordered pool).
+  Arena& spare_arena() noexcept { return host_arena_ != nullptr ? *host_arena_ : spare_records_; }
 
-  // Everything an allocation may need besides memory, so that carving can
-  // not fail half-way. Throws std::bad_alloc with nothing changed.
-  void reserve_records() {
-    if (nodes_.spare() < kRecordsPerAllocation) nodes_.reserve(kRecordsPerAllocation);
-    table_.reserve_one();
+  // Requires world_. Throws std::bad_alloc with nothing changed.
+  Arena* new_arena(stream_t stream) {
+    arenas_.reserve(arenas_.size() + 1);
+    auto a = std::make_unique<Arena>(stream, arenas_.size());
+    Arena* raw = a.get();
+    by_stream_.emplace(stream, raw);
+    arenas_.push_back(std::move(a));  // cannot throw: reserved
+    return raw;
   }
 
-  // The free index of `stream`, created on first use (may throw std::bad_alloc).
-  FreeIndex* index_for(stream_t stream) {
-    if (last_index_->stream() == stream) return last_index_;
-    auto it = by_stream_.find(stream);
-    if (it == by_stream_.end()) {
-      indices_.reserve(indices_.size() + 1);
-      auto idx = std::make_unique<FreeIndex>(stream);
-      it = by_stream_.emplace(stream, idx.get()).first;
-      indices_.push_back(std::move(idx));  // cannot throw: reserved
+  // The arena of `stream` (created on first use). Arenas live as long as the
+  // pool, so the per-thread cache needs no lock.
+  Arena& arena_for(stream_t stream) {
+    if (host_arena_ != nullptr) return *host_arena_;
+    ArenaCacheEntry& e = t_arena_cache[(static_cast<std::uint64_t>(stream) * 0x9E3779B97F4A7C15ull + serial_) >> 61];
+    if (e.serial == serial_ && e.stream == stream) return *e.arena;
+    Arena* a;
+    {
+      std::lock_guard<std::mutex> lock(world_);
+      auto it = by_stream_.find(stream);
+      a = it != by_stream_.end() ? it->second : new_arena(stream);
     }
-    last_index_ = it->second;
-    return last_index_;
+    e = ArenaCacheEntry{serial_, stream, a};
+    return *a;
   }
 
-  // Split b at `offset`; returns the new upper piece (not free, not indexed).
-  Block* split(Block* b, std::size_t offset) noexcept {
-    Block* c = nodes_.get();
+  // Everything an allocation by arena `a` may need besides memory, so that
+  // carving cannot fail half-way. Throws std::bad_alloc with nothing changed.
+  static void reserve_records(Arena& a) {
+    if (a.nodes.spare() < kRecordsPerAllocation + 1) a.nodes.reserve(kRecordsPerAllocation + 1);
+    a.table.reserve_one();
+  }
+
+  // Split b at `offset`; returns the new upper piece (not free, not indexed). Chunk lock held.
+  static Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
+    Block* c = a.nodes.get();
     c->addr = b->addr + offset;
     c->size = b->size - offset;
     c->chunk = b->chunk;
@@ -329,57 +436,137 @@ class PoolResource final : public Resource {
     return c;
   }
 
-  // Put b (not indexed) into idx, merging it with neighbours free in idx.
-  void insert_free(Block* b, FreeIndex* idx) noexcept {
-    if (Block* p = b->prev_phys; p != nullptr && p->index == idx) {
-      idx->remove(p);
+  // May a free neighbour in `other` merge into a block going into `idx`? Into
+  // its own index, and into a fresh index from the same arena's settled one
+  // (the merged block is then uncovered until the next record, which is
+  // conservative). Chunk lock held.
+  static bool mergeable(const FreeIndex* other, const FreeIndex* idx) noexcept {
+    return other == idx || (other != nullptr && idx->fresh() && other == &idx->owner()->settled);
+  }
+
+  // Put b (not indexed) into idx, merging it with neighbours that may join it
+  // (records of merged-away blocks go to a's cache). Chunk lock held.
+  static void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
+    if (Block* p = b->prev_phys; p != nullptr && mergeable(p->index, idx)) {
+      p->index->remove(p);
       p->size += b->size;
       p->next_phys = b->next_phys;
       if (p->next_phys != nullptr) p->next_phys->prev_phys = p;
-      nodes_.put(b);
+      a.nodes.put(b);
       b = p;
     }
-    if (Block* n = b->next_phys; n != nullptr && n->index == idx) {
-      idx->remove(n);
+    if (Block* n = b->next_phys; n != nullptr && mergeable(n->index, idx)) {
+      n->index->remove(n);
       b->size += n->size;
       b->next_phys = n->next_phys;
       if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
-      nodes_.put(n);
+      a.nodes.put(n);
     }
     idx->insert(b);
   }
 
   // Hand out n bytes of free block b (already removed from `home`, the index
-  // it came from, and large enough for the alignment). Unused pieces go back
-  // to `home`: they were never touched by `stream`.
-  void* carve(Block* b, FreeIndex* home, std::size_t n, std::size_t bytes, std::size_t alignment) noexcept {
+  // it came from, and large enough for the alignment) as arena a's. Unused
+  // pieces go back to `home`: they were never touched by a's stream.
+  // Requires reserve_records(a) and b's chunk lock.
+  static void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size_t bytes,
+                     std::size_t alignment) noexcept {
     if (alignment > kGranule) {
       const std::uintptr_t aligned = (b->addr + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
       if (aligned != b->addr) {
-        Block* rest = split(b, aligned - b->addr);
-        insert_free(b, home);
+        Block* rest = split(a, b, aligned - b->addr);
+        insert_free(a, b, home);
         b = rest;
       }
     }
-    if (b->size - n >= kGranule) insert_free(split(b, n), home);
+    if (b->size - n >= kGranule) insert_free(a, split(a, b, n), home);
     b->index = nullptr;
     b->request.bytes = bytes;
     b->request.alignment = alignment;
-    table_.insert(b->addr, b);
     ++b->chunk->allocated;
-    used_ += b->size;
+    a.table.insert(b->addr, b);
+    a.used += b->size;
     return reinterpret_cast<void*>(b->addr);
   }
 
-  // Link a new chunk of `size` bytes at `mem`; returns its one block (not indexed).
-  Block* add_chunk(std::unique_ptr<Chunk> chunk, void* mem, std::size_t size) noexcept {
+  // Take free block b out of idx and carve it for arena a.
+  static void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t bytes, std::size_t alignment) {
+    reserve_records(a);  // may throw: nothing changed yet
+    ChunkGuard g(b->chunk);
+    idx->remove(b);
+    return carve(a, b, idx, n, bytes, alignment);
+  }
+
+  // A block of arena a's own (a locked): O(1) in each index, then a bounded
+  // look at the request's own size class. nullptr if none fits.
+  static void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
+                        std::size_t scan) {
+    for (FreeIndex* idx : {&a.fresh, &a.settled})
+      if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment);
+    for (FreeIndex* idx : {&a.fresh, &a.settled})
+      if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment);
+    return nullptr;
+  }
+
+  // Record a's event on its stream (alive: the caller is using it right now)
+  // and settle every fresh block under it. a locked.
+  void record(Arena& a) {
+    if (a.event == nullptr) a.event = order_->create_event();
+    order_->record_event(a.event, a.stream);
+    settle(a);
+  }
+  static void settle(Arena& a) noexcept {
+    while (Block* b = a.fresh.any()) {
+      ChunkGuard g(b->chunk);
+      a.fresh.remove(b);
+      insert_free(a, b, &a.settled);
+    }
+    a.unrecorded = 0;
+    a.record_requested = false;
+  }
+
+  // Free the block in `owner`'s table at `slot` on arena a's stream. Both locked.
+  void free_block(Arena& a, Arena& owner, std::size_t slot, std::size_t bytes, std::size_t alignment) {
+    Block* b = owner.table.at(slot);
+    const std::uintptr_t addr = b->addr;
+    if (b->request.bytes != bytes) {
+      throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
+                             ", freed with " + bytes_text(bytes));
+    }
+    if (b->request.alignment != alignment) {
+      throw_invalid_argument("pool: alignment mismatch freeing " + hex(addr) + ": allocated with " +
+                             std::to_string(b->request.alignment) + ", freed with " + std::to_string(alignment));
+    }
+    const bool rec = order_ != nullptr && (eager_ || a.record_requested || a.unrecorded + 1 >= kRecordEvery);
+    if (rec) {
+      // Capture the stream's work up to this free while its handle is surely alive.
+      if (a.event == nullptr) a.event = order_->create_event();
+      order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
+    }
+    owner.table.erase_at(slot);
+    owner.used -= b->size;
+    {
+      ChunkGuard g(b->chunk);
+      --b->chunk->allocated;
+      insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
+    }
+    if (rec) {
+      settle(a);
+    } else if (order_ != nullptr) {
+      ++a.unrecorded;
+    }
+  }
+
+  // Link a new chunk of `size` bytes at `mem`; returns its one block (not
+  // indexed). Requires world_ (and a's lock, and a spare record in a).
+  Block* add_chunk(std::unique_ptr<Chunk> chunk, void* mem, std::size_t size, Arena& a) noexcept {
     Chunk* c = chunk.release();
     c->addr = reinterpret_cast<std::uintptr_t>(mem);
     c->size = size;
     c->next = chunks_;
     if (chunks_ != nullptr) chunks_->prev = c;
     chunks_ = c;
-    Block* b = nodes_.get();
+    Block* b = a.nodes.get();
     b->addr = c->addr;
     b->size = size;
     b->chunk = c;
@@ -400,78 +587,76 @@ class PoolResource final : public Resource {
     return chunk;
   }
 
-  // Ask upstream for a chunk (lock released meanwhile) and carve from it.
-  // nullptr if upstream is out of memory (its message in `error`).
-  void* grow(std::unique_lock<std::mutex>& lock, std::size_t chunk_size, std::size_t n, std::size_t bytes,
-             std::size_t alignment, stream_t stream, std::string& error) {
+  // Ask upstream for a chunk (the world unlocked meanwhile) and carve from it
+  // for arena a. nullptr if upstream is out of memory (its message in `error`).
+  void* grow(World& world, Arena& a, std::size_t chunk_size, std::size_t n, std::size_t bytes,
+             std::size_t alignment, std::string& error) {
     auto chunk = std::make_unique<Chunk>();
     pending_ += chunk_size;  // counts against the maximum while unlocked
-    lock.unlock();
+    world.unlock();
     void* mem = nullptr;
     try {
-      mem = upstream_->allocate(chunk_size, kGranule, stream);
+      mem = upstream_->allocate(chunk_size, kGranule, a.stream);
     } catch (const OutOfMemory& e) {
       error = e.what();
     } catch (...) {
-      lock.lock();
+      world.lock();
       pending_ -= chunk_size;
       throw;
     }
-    lock.lock();
+    world.lock();
     pending_ -= chunk_size;
     if (mem == nullptr) return nullptr;
-    // A stream-ordered upstream hands out memory ordered on `stream`: the rest
-    // of the chunk is that stream's, and its event must say so before another
-    // stream can take from it (recorded now, while the stream is surely alive).
-    FreeIndex* home = index_for_existing(stream);
+    // A stream-ordered upstream hands out memory ordered on a's stream: the
+    // rest of the chunk is that stream's, covered by its event (recorded now,
+    // while the stream is surely alive) before another stream may take it.
     try {
-      reserve_records();
-      if (order_ != nullptr) {
-        if (home->event == nullptr) home->event = order_->create_event();
-        order_->record_event(home->event, stream);
-      }
+      reserve_records(a);
+      if (order_ != nullptr) record(a);
     } catch (...) {
-      lock.unlock();
+      world.unlock();
       try {
-        upstream_->deallocate(mem, chunk_size, kGranule, stream);
+        upstream_->deallocate(mem, chunk_size, kGranule, a.stream);
       } catch (...) {
       }
       throw;
     }
-    Block* b = add_chunk(std::move(chunk), mem, chunk_size);
-    return carve(b, home, n, bytes, alignment);
+    Block* b = add_chunk(std::move(chunk), mem, chunk_size, a);
+    ChunkGuard g(b->chunk);
+    return carve(a, b, &a.settled, n, bytes, alignment);
   }
 
-  // index_for() of a stream whose index exists (created before unlocking).
-  FreeIndex* index_for_existing(stream_t stream) noexcept {
-    if (last_index_->stream() != stream) last_index_ = by_stream_.find(stream)->second;
-    return last_index_;
-  }
-
-  void* allocate_slow(std::unique_lock<std::mutex>& lock, FreeIndex* idx, std::size_t n, std::size_t need,
-                      std::size_t bytes, std::size_t alignment, stream_t stream) {
-    // 1. A block of our own that the O(1) search passed over.
-    if (Block* b = idx->scan_own_class(need, kOwnClassScan)) {
-      idx->remove(b);
-      return carve(b, idx, n, bytes, alignment);
-    }
-    // 2. Memory no stream has used yet: no wait needed.
-    if (untouched_ != nullptr && untouched_ != idx) {
-      if (Block* b = untouched_->find(need)) {
-        untouched_->remove(b);
-        return carve(b, untouched_, n, bytes, alignment);
+  // The allocation arena a could not serve from its own blocks.
+  void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment) {
+    World world(*this);
+    const stream_t stream = a.stream;
+    // 0. Our own blocks again (another thread on our stream may have freed some).
+    if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;
+    // 1. Memory no stream has used: take a growth-sized piece of it, no wait needed.
+    if (Block* b = untouched_.find(need)) {
+      reserve_records(a);
+      {
+        ChunkGuard g(b->chunk);
+        untouched_.remove(b);
+        const std::size_t piece = std::max(need, growth_);
+        if (b->size - piece >= kGranule && b->size > piece) insert_free(a, split(a, b, piece), &untouched_);
+        insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
       }
+      if (order_ != nullptr) record(a);
+      if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;
     }
-    // 3. Another stream's block, once our stream waits for that stream's event.
+    // 2. Another stream's settled block, once our stream waits on its event.
+    //    Streams with uncovered frees are asked to record at their next free.
     Waits waits(order_);
     if (order_ != nullptr) {
-      for (const auto& other : indices_) {
-        if (other.get() == idx || other.get() == untouched_ || other->empty()) continue;
-        if (Block* b = other->find(need)) {
+      for (const auto& other : arenas_) {
+        if (other.get() == &a) continue;
+        if (Block* b = other->settled.find(need)) {
+          reserve_records(a);
           waits.wait(stream, other.get());
-          other->remove(b);
-          return carve(b, other.get(), n, bytes, alignment);
+          return take(a, b, &other->settled, n, bytes, alignment);
         }
+        if (!other->fresh.empty()) other->record_requested = true;
       }
     }
     if (limited_ && need > maximum_) throw OutOfMemory(exhausted(bytes, alignment, ""));
@@ -479,54 +664,66 @@ class PoolResource final : public Resource {
     std::string upstream_error;
     const std::size_t chunk = growth_for(need);
     if (chunk != 0) {
-      if (void* p = grow(lock, chunk, n, bytes, alignment, stream, upstream_error)) return p;
+      if (void* p = grow(world, a, chunk, n, bytes, alignment, upstream_error)) return p;
     }
-    // 4. Make every stream's free memory ours (after waiting on each one's
-    //    event), so it coalesces; look again.
-    bool moved = false;
+    // 4. Out of memory: from now on every free is covered at once. Make every
+    //    stream's free memory ours (waiting on each one's event, or once on
+    //    the whole device if some frees are not covered yet), so it
+    //    coalesces; look again.
+    eager_ = true;
     if (order_ != nullptr) {
-      for (const auto& other : indices_) {
-        if (other.get() == idx || other->empty()) continue;
-        if (other.get() != untouched_) waits.wait(stream, other.get());
-        while (Block* b = other->any()) {
-          other->remove(b);
-          insert_free(b, idx);
+      bool uncovered = false, moved = false;
+      for (const auto& other : arenas_) uncovered = uncovered || (other.get() != &a && !other->fresh.empty());
+      if (uncovered) order_->synchronize_device();
+      for (const auto& other : arenas_) {
+        if (other.get() == &a || (other->fresh.empty() && other->settled.empty())) continue;
+        if (!uncovered) waits.wait(stream, other.get());
+        for (FreeIndex* idx : {&other->fresh, &other->settled}) {
+          while (Block* b = idx->any()) {
+            ChunkGuard g(b->chunk);
+            idx->remove(b);
+            insert_free(a, b, &a.fresh);
+          }
         }
+        other->unrecorded = 0;
+        moved = true;
+      }
+      while (Block* b = untouched_.any()) {
+        ChunkGuard g(b->chunk);
+        untouched_.remove(b);
+        insert_free(a, b, &a.fresh);
         moved = true;
       }
       // The moved blocks are now this stream's: its event must cover the
       // waits just made, or a later taker that waits on it would miss them.
-      if (moved) {
-        if (idx->event == nullptr) idx->event = order_->create_event();
-        order_->record_event(idx->event, stream);
-      }
+      if (moved || !a.fresh.empty()) record(a);
     }
-    Block* b = idx->find(need);
-    if (b == nullptr) b = idx->scan_own_class(need, SIZE_MAX);
-    if (b != nullptr) {
-      idx->remove(b);
-      return carve(b, idx, n, bytes, alignment);
-    }
+    if (void* p = take_own(a, n, need, bytes, alignment, SIZE_MAX)) return p;
     // 5. Give wholly free chunks back and ask for exactly what is needed.
     std::vector<Release> released;
     std::exception_ptr error;
-    detach_free_chunks(released, error);
+    detach_free_chunks(a, released, error);
     if (!released.empty()) {
-      lock.unlock();
+      world.unlock();
       give_back(released);
-      lock.lock();
+      world.lock();
     }
     if (error) std::rethrow_exception(error);
     const bool fits = !limited_ || (pool_size_ + pending_ <= maximum_ && need <= maximum_ - pool_size_ - pending_);
     if (fits && (!released.empty() || chunk != need)) {
-      if (void* p = grow(lock, need, n, bytes, alignment, stream, upstream_error)) return p;
+      if (void* p = grow(world, a, need, n, bytes, alignment, upstream_error)) return p;
     }
     throw OutOfMemory(exhausted(bytes, alignment, upstream_error));
   }
 
+  // Requires the world.
+  std::size_t largest_free() const noexcept {
+    std::size_t largest = untouched_.largest();
+    for (const auto& a : arenas_) largest = std::max({largest, a->fresh.largest(), a->settled.largest()});
+    return largest;
+  }
+
   std::string exhausted(std::size_t bytes, std::size_t alignment, const std::string& upstream_error) const {
-    std::size_t largest = 0;
-    for (const auto& idx : indices_) largest = std::max(largest, idx->largest());
     std::string m = "pool: cannot allocate " + bytes_text(bytes) + " (alignment " + std::to_string(alignment) + "): ";
     if (!upstream_error.empty()) {
       m += "upstream '" + std::string(upstream_->name()) + "' is out of memory (" + upstream_error + "); ";
@@ -534,24 +731,32 @@ class PoolResource final : public Resource {
       m += "that would exceed maximum_size (" + bytes_text(maximum_) + "); ";
     }
     m += "the pool holds " + bytes_text(pool_size_) + " in " + std::to_string(chunk_count_) +
-         " chunks, largest free block " + bytes_text(largest);
+         " chunks, largest free block " + bytes_text(largest_free());
     return m;
   }
 
-  // Detach every wholly free chunk into `out` (to give back unlocked). The
-  // streams the chunk was freed on may be gone, so a stream-ordered pool makes
-  // stream 0 wait on their events and gives chunks back on stream 0. A failed
-  // wait stops the scan (error set).
-  void detach_free_chunks(std::vector<Release>& out, std::exception_ptr& error) {
+  // Detach every wholly free chunk into `out` (to give back unlocked; records
+  // go to a's cache). The streams the chunk was freed on may be gone, so a
+  // stream-ordered pool makes stream 0 wait on their events (or, if some of
+  // those frees are not covered by an event yet, waits for the whole device
+  // once) and gives chunks back on stream 0. A failed wait stops the scan
+  // (error set). Requires the world.
+  void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error) {
     out.reserve(chunk_count_);
     Waits waits(order_);
+    bool device_done = order_ == nullptr;
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
       if (c->allocated == 0) {
-        const stream_t s = 0;
         try {
-          for (Block* b = c->first; b != nullptr; b = b->next_phys)
-            if (b->index != untouched_) waits.wait(s, b->index);
+          for (Block* b = c->first; b != nullptr && !device_done; b = b->next_phys) {
+            if (b->index->fresh()) {
+              order_->synchronize_device();
+              device_done = true;
+            }
+          }
+          for (Block* b = c->first; b != nullptr && !device_done; b = b->next_phys)
+            if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
         } catch (...) {
           error = std::current_exception();
           return;
@@ -559,26 +764,26 @@ class PoolResource final : public Resource {
         for (Block* b = c->first; b != nullptr;) {
           Block* after = b->next_phys;
           b->index->remove(b);
-          nodes_.put(b);
+          a.nodes.put(b);
           b = after;
         }
         if (c->prev != nullptr) c->prev->next = c->next; else chunks_ = c->next;
         if (c->next != nullptr) c->next->prev = c->prev;
         pool_size_ -= c->size;
         --chunk_count_;
-        out.push_back(Release{c->addr, c->size, s});
+        out.push_back(Release{c->addr, c->size});
         delete c;
       }
       c = next;
     }
   }
 
-  // Return detached chunks to upstream (lock not held). Rethrows the first failure.
+  // Return detached chunks to upstream, on stream 0 (no lock held). Rethrows the first failure.
   void give_back(const std::vector<Release>& released) {
     std::exception_ptr error;
     for (const Release& r : released) {
       try {
-        upstream_->deallocate(reinterpret_cast<void*>(r.addr), r.size, kGranule, r.stream);
+        upstream_->deallocate(reinterpret_cast<void*>(r.addr), r.size, kGranule, 0);
       } catch (...) {
         if (!error) error = std::current_exception();
       }
@@ -588,23 +793,23 @@ class PoolResource final : public Resource {
 
   const ResourcePtr upstream_;
   StreamOrder* const order_;
+  const std::uint64_t serial_;
   bool limited_ = false;
   std::size_t maximum_ = 0;
   std::size_t growth_ = 0;
 
-  mutable std::mutex mutex_;
-  // Guarded by mutex_:
+  // Guards arenas_ and by_stream_; with every arena's mutex too (the World), everything below.
+  mutable std::mutex world_;
+  bool eager_ = false;           // record an event at every free (read under an arena's lock)
   std::size_t pool_size_ = 0;    // bytes held from upstream
   std::size_t pending_ = 0;      // bytes being requested from upstream right now
-  std::size_t used_ = 0;         // bytes in allocated blocks
   std::size_t chunk_count_ = 0;
   Chunk* chunks_ = nullptr;
-  BlockTable table_;
-  NodePool nodes_;
-  std::vector<std::unique_ptr<FreeIndex>> indices_;  // one per stream, never removed
-  std::unordered_map<stream_t, FreeIndex*> by_stream_;
-  FreeIndex* last_index_ = nullptr;  // the most recently used index: usually the caller's
-  FreeIndex* untouched_ = nullptr;   // stream-ordered pools: memory no stream has used yet
+  std::vector<std::unique_ptr<Arena>> arenas_;  // never removed
+  std::unordered_map<stream_t, Arena*> by_stream_;
+  Arena* host_arena_ = nullptr;     // a host pool's only arena (streams are all one)
+  FreeIndex untouched_{nullptr, false};  // stream-ordered pools: memory no stream has used yet
+  Arena spare_records_{0, SIZE_MAX};     // records for world-locked work without an arena
 };
 
 }  // namespace

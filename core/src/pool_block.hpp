@@ -3,8 +3,10 @@
 // memory the host cannot touch.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <thread>
 
 #include "tether_core/resource.hpp"
 
@@ -16,6 +18,23 @@ inline constexpr unsigned kGranuleShift = 8;
 
 class FreeIndex;
 struct Chunk;
+struct Arena;
+
+// Guards the physical layout of one chunk (block sizes, neighbour links, and
+// which index each block is in), which the arenas of different streams share
+// at chunk boundaries. Held only for a few pointer updates, never with another
+// chunk's lock, always after the arena lock.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (held_.exchange(true, std::memory_order_acquire))
+      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
 
 // A piece of one chunk, free or allocated. One cache line.
 struct alignas(64) Block {
@@ -33,7 +52,7 @@ struct alignas(64) Block {
   Block* prev_phys = nullptr;  // physical neighbours in the chunk; nullptr at its ends
   Block* next_phys = nullptr;
   Chunk* chunk = nullptr;
-  FreeIndex* index = nullptr;  // free: the index (= stream) holding it; allocated: nullptr
+  FreeIndex* index = nullptr;  // free: the index holding it; allocated: nullptr (chunk lock)
   union {
     Links links{};
     Request request;
@@ -49,6 +68,7 @@ struct Chunk {
   Block* first = nullptr;     // lowest-addressed block (never merged away)
   Chunk* prev = nullptr;      // the pool's list of chunks
   Chunk* next = nullptr;
+  SpinLock lock;              // guards addr/size/links/index of its blocks, and `allocated`
 };
 
 }  // namespace tether::core::pool_detail

@@ -20,16 +20,15 @@ namespace tether::core::pool_detail {
 
 class FreeIndex {
  public:
-  explicit FreeIndex(stream_t s) noexcept : stream_(s) {}
+  // An index of `owner` (nullptr: the pool's memory no stream has used);
+  // `fresh`: what the owner's stream freed since the owner last recorded its
+  // event (pool.cpp, "Stream ordering").
+  FreeIndex(Arena* owner, bool fresh) noexcept : owner_(owner), fresh_(fresh) {}
   FreeIndex(const FreeIndex&) = delete;
   FreeIndex& operator=(const FreeIndex&) = delete;
 
-  // The stream every block of this index was last freed on.
-  stream_t stream() const noexcept { return stream_; }
-  // Stream-ordered pools: an event recorded on stream() at its latest free,
-  // so other streams can wait for every block here without using the stream
-  // handle (which may have been destroyed since). nullptr until the first free.
-  void* event = nullptr;
+  Arena* owner() const noexcept { return owner_; }
+  bool fresh() const noexcept { return fresh_; }
   bool empty() const noexcept { return first_level_ == 0; }
 
   void insert(Block* b) noexcept {
@@ -131,7 +130,8 @@ class FreeIndex {
     sl = static_cast<unsigned>(u >> (l - kSecondBits)) & (kSecond - 1);
   }
 
-  stream_t stream_;
+  Arena* const owner_;
+  const bool fresh_;
   std::uint64_t first_level_ = 0;
   std::uint32_t second_level_[kFirst] = {};
   Block* heads_[kFirst][kSecond] = {};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -75,6 +76,8 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     std::lock_guard<std::mutex> l(m_);
     waits_.clear();
   }
+  // From now on, run out of memory once `bytes` are outstanding (0: no limit).
+  void set_limit(std::size_t bytes) { limit_ = bytes; }
   std::size_t upstream_frees() const { return upstream_frees_; }
   // How many events the pool recorded.
   std::size_t event_records() const {
@@ -109,6 +112,9 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
 
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment, core::stream_t s) override {
+    const std::size_t limit = limit_.load();
+    if (limit != 0 && bytes > limit - std::min(limit, outstanding_bytes()))
+      throw core::OutOfMemory("ordered: " + std::to_string(bytes) + " bytes would exceed the limit");
     void* p = host_->allocate(bytes, alignment, s);
     std::lock_guard<std::mutex> l(m_);
     live_[p] = {bytes, alignment};
@@ -195,6 +201,7 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   mutable std::mutex m_;
   core::ResourcePtr host_;
   std::vector<std::pair<core::stream_t, core::stream_t>> waits_;
+  std::atomic<std::size_t> limit_{0};
   std::map<core::stream_t, std::map<core::stream_t, std::uint64_t>> clock_;  // clock_[s][t]: s has seen t's tick
   std::map<core::stream_t, std::uint64_t> global_;                           // seen by all (device syncs)
   std::map<std::uintptr_t, Stamp> stamps_;                                    // freed ranges, disjoint

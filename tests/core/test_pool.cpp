@@ -355,15 +355,17 @@ TEST(PoolStreams, HostPoolsTreatAllStreamsAsOne) {
   pool->deallocate(q, MiB, 0, 0);
 }
 
+// A bounded pool records at every free, so all its free memory can go to any stream.
 TEST(PoolStreams, EveryFreeRecordsTheStreamsEventSoTheStreamIsNeverUsedAgain) {
   auto up = std::make_shared<test::OrderedUpstream>();
   auto pool = make_pool(up, MiB, MiB);
   void* p = pool->allocate(4096, 0, 7);
+  const std::size_t before = up->event_records();  // taking a piece of the initial chunk may record too
   pool->deallocate(p, 4096, 0, 7);
-  EXPECT_EQ(up->event_records(), 1u);
+  EXPECT_EQ(up->event_records(), before + 1);
   p = pool->allocate(4096, 0, 7);
   pool->deallocate(p, 4096, 0, 7);
-  EXPECT_EQ(up->event_records(), 2u);
+  EXPECT_EQ(up->event_records(), before + 2);
   // Stream 7 may be destroyed now: taking its memory on stream 8 waits on the
   // event (logged as a wait for stream 7), never on stream 7's handle.
   void* q = pool->allocate(MiB, 0, 8);
@@ -475,13 +477,14 @@ TEST(PoolStreams, ExhaustionWaitsForEveryStreamOnce) {
 
 TEST(PoolStreams, TrimWaitsBeforeGivingBackMixedChunks) {
   auto up = std::make_shared<test::OrderedUpstream>();
-  auto pool = make_pool(up, MiB);
+  auto pool = make_pool(up, MiB, MiB);  // bounded: every free is covered by an event
   void* a = pool->allocate(MiB / 2, 0, 1);
   void* b = pool->allocate(MiB / 2, 0, 1);
   up->freed(a, MiB / 2, 1);
   pool->deallocate(a, MiB / 2, 0, 1);
   up->freed(b, MiB / 2, 2);
   pool->deallocate(b, MiB / 2, 0, 2);
+  up->clear_waits();
   pool->trim();
   EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
   EXPECT_EQ(up->upstream_frees(), 1u);
@@ -493,16 +496,121 @@ TEST(PoolStreams, TrimWaitsBeforeGivingBackMixedChunks) {
   auto waits = up->waits();
   std::sort(waits.begin(), waits.end());
   EXPECT_EQ(waits, (W{{0, 1}, {0, 2}}));
+  EXPECT_EQ(up->device_syncs(), 0u);
+}
+
+// An unbounded pool covers frees lazily: frees not covered by an event yet
+// (their streams may be gone) make trim() synchronise the device, once.
+TEST(PoolStreams, TrimSynchronisesTheDeviceOnceForUncoveredFrees) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB);
+  void* a = pool->allocate(MiB / 2, 0, 1);
+  void* b = pool->allocate(MiB / 2, 0, 1);
+  up->freed(a, MiB / 2, 1);
+  pool->deallocate(a, MiB / 2, 0, 1);
+  up->freed(b, MiB / 2, 2);
+  pool->deallocate(b, MiB / 2, 0, 2);
+  const std::size_t syncs = up->device_syncs();
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
+  EXPECT_EQ(up->upstream_frees(), 1u);
+  EXPECT_EQ(up->device_syncs(), syncs + 1);
+  EXPECT_EQ(up->violations(), 0u);
+}
+
+// Same-stream frees in an unbounded pool record the stream's event only every
+// so often (the hot path makes no CUDA call most of the time), and never wait.
+TEST(PoolStreams, UnboundedPoolsRecordLazily) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, MiB);
+  void* p = pool->allocate(4096, 0, 7);
+  pool->deallocate(p, 4096, 0, 7);
+  up->clear_waits();
+  const std::size_t before = up->event_records();
+  for (int i = 0; i < 1000; ++i) {
+    void* q = pool->allocate(4096, 0, 7);
+    EXPECT_EQ(q, p);
+    pool->deallocate(q, 4096, 0, 7);
+  }
+  const std::size_t records = up->event_records() - before;
+  EXPECT_GE(records, 1u);   // still covered now and then: other streams can take it
+  EXPECT_LE(records, 50u);  // but far from once per free
+  EXPECT_TRUE(up->waits().empty());
+}
+
+// A stream that wants memory another stream freed but has not covered yet
+// asks it to record at its next free; after that, the memory is taken by
+// waiting on the event, without growing again.
+TEST(PoolStreams, AStreamAsksAnotherToRecordAndThenTakesItsMemory) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* keep = pool->allocate(256, 0, 1);  // grows a first chunk
+  void* a = pool->allocate(MiB, 0, 1);     // a second one, exactly
+  up->allocated(a, MiB, 1);
+  up->freed(a, MiB, 1);
+  pool->deallocate(a, MiB, 0, 1);  // fresh on stream 1: not covered yet
+  void* b = pool->allocate(2 * MiB, 0, 2);  // cannot take it: grows instead, asks stream 1 to record
+  up->allocated(b, 2 * MiB, 2);
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  up->freed(keep, 256, 1);
+  pool->deallocate(keep, 256, 0, 1);  // stream 1's next free records: a is covered now
+  up->clear_waits();
+  void* c = pool->allocate(MiB, 0, 2);
+  up->allocated(c, MiB, 2);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks);  // stream 1's memory, not a new chunk
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{2, 1}}));
+  EXPECT_EQ(up->violations(), 0u);
+  up->freed(b, 2 * MiB, 2);
+  pool->deallocate(b, 2 * MiB, 0, 2);
+  up->freed(c, MiB, 2);
+  pool->deallocate(c, MiB, 0, 2);
+}
+
+// Once an unbounded pool has run out of memory it records at every free, so
+// later shortages are met by waiting on events, not by synchronising the device.
+TEST(PoolStreams, AfterRunningOutEveryFreeIsCovered) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  up->set_limit(MiB);  // upstream can give one chunk only
+  void* a = pool->allocate(MiB / 2, 0, 1);
+  void* b = pool->allocate(MiB / 2, 0, 1);
+  up->allocated(a, MiB / 2, 1);
+  up->allocated(b, MiB / 2, 1);
+  up->freed(a, MiB / 2, 1);
+  pool->deallocate(a, MiB / 2, 0, 1);  // fresh: not covered
+  void* c = pool->allocate(MiB / 2, 0, 2);  // upstream is out: the pool synchronises once
+  up->allocated(c, MiB / 2, 2);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(up->device_syncs(), 1u);
+  up->freed(c, MiB / 2, 2);
+  pool->deallocate(c, MiB / 2, 0, 2);  // covered at once now
+  up->clear_waits();
+  void* d = pool->allocate(MiB / 2, 0, 3);
+  up->allocated(d, MiB / 2, 3);
+  EXPECT_EQ(d, a);
+  EXPECT_EQ(up->device_syncs(), 1u);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{3, 2}}));
+  EXPECT_EQ(up->violations(), 0u);
+  for (auto [p, s] : {std::pair{b, core::stream_t{1}}, std::pair{d, core::stream_t{3}}}) {
+    up->freed(p, MiB / 2, s);
+    pool->deallocate(p, MiB / 2, 0, s);
+  }
 }
 
 // Random allocations and frees on several streams against a pool too small to
 // avoid reuse: no range is ever handed to a stream that has not waited for
 // the stream that freed it (vector clocks in OrderedUpstream).
-TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) {
+// Bounded: the pool's maximum forces reuse (every free recorded at once).
+// Unbounded over an upstream that runs out: frees are recorded lazily until
+// the first shortage, then at once.
+void random_cross_stream_reuse(bool bounded) {
   auto up = std::make_shared<test::OrderedUpstream>();
+  if (!bounded) up->set_limit(2 * MiB);
   std::size_t ooms = 0;
   {
-    auto pool = make_pool(up, 0, 2 * MiB, 256 * KiB);
+    auto pool = make_pool(up, 0, bounded ? 2 * MiB : 0, 256 * KiB);
     std::mt19937_64 rng(11);
     struct Live {
       void* p;
@@ -541,12 +649,16 @@ TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) {
   EXPECT_GT(ooms, 0u) << "the pool was never under pressure";
 }
 
+TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) { random_cross_stream_reuse(true); }
+TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrderedWhenRecordingLazily) { random_cross_stream_reuse(false); }
+
 // Threads on their own streams share a pool too small for all of them: it
 // must hand memory across streams, always after a wait.
-TEST(PoolStreams, ConcurrentStreamsReuseSafely) {
+void concurrent_streams_reuse(bool bounded) {
   auto up = std::make_shared<test::OrderedUpstream>();
+  if (!bounded) up->set_limit(MiB);
   {
-    auto pool = make_pool(up, 0, MiB, 64 * KiB);
+    auto pool = make_pool(up, 0, bounded ? MiB : 0, 64 * KiB);
     std::vector<std::thread> threads;
     std::atomic<int> errors{0};
     for (int t = 0; t < 4; ++t) {
@@ -589,5 +701,8 @@ TEST(PoolStreams, ConcurrentStreamsReuseSafely) {
   EXPECT_GT(up->cross_stream_reuses(), 0u);
   EXPECT_EQ(up->outstanding_count(), 0u);
 }
+
+TEST(PoolStreams, ConcurrentStreamsReuseSafely) { concurrent_streams_reuse(true); }
+TEST(PoolStreams, ConcurrentStreamsReuseSafelyWhenRecordingLazily) { concurrent_streams_reuse(false); }
 
 }  // namespace

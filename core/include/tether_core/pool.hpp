@@ -7,11 +7,15 @@
 // coalesced with free neighbours of the same chunk on free. trim() returns
 // chunks that are wholly free. When upstream provides stream_order(), the pool
 // is stream-ordered: a block freed on stream A is reused on A at once and on
-// another stream B only after all work on the device enqueued before the
-// free is done (StreamOrder::synchronize_device(): A may have been destroyed
-// since, so its handle is never used again). That wait is off the hot path:
-// B takes A's memory only when it cannot be served by its own blocks or by
-// growing (a bounded or exhausted pool), and in trim() and the destructor.
+// another stream B only after B waits on an event recorded on A after the
+// free (cuStreamWaitEvent; the host does not block, and A's handle is never
+// used again, since A may be destroyed). A records its event every 64 frees,
+// or at its next free once another stream asked for its memory; a bounded
+// pool, and any pool after it ran out of memory, records at every free.
+// Each stream has its own arena and lock, so threads on different streams do
+// not contend. trim(), the destructor and the out-of-memory path order stream
+// 0 after every stream's event, synchronising the whole device once only if
+// some frees are not yet covered by an event. pool.cpp has the details.
 #pragma once
 
 #include <cstdint>
