@@ -26,7 +26,37 @@ inline std::size_t checked_alignment(std::size_t alignment) {
   return alignment;
 }
 
+// The stripe of the calling thread, picked on its first allocation: round
+// robin, so up to kCounterStripes threads each get a line of their own. The
+// thread_local is constant-initialised (no TLS wrapper or guard on the hot path).
+std::atomic<unsigned> g_next_stripe{0};
+thread_local unsigned t_stripe_plus_one = 0;  // 0: not picked yet
+
+inline unsigned this_thread_stripe(unsigned stripes) noexcept {
+  unsigned s = t_stripe_plus_one;
+  if (s == 0) {
+    s = g_next_stripe.fetch_add(1, std::memory_order_relaxed) % stripes + 1;
+    t_stripe_plus_one = s;
+  }
+  return s - 1;
+}
+
 }  // namespace
+
+// Relaxed sums: the counters are statistics. Exact once the calls that
+// changed them happened-before this read; racing reads are clamped at 0 (a
+// free counted in one stripe may be seen before its allocation in another).
+std::uint64_t Resource::outstanding_count() const noexcept {
+  std::uint64_t sum = 0;  // unsigned: wraps instead of overflowing; read back as signed
+  for (const CounterStripe& s : stripes_) sum += static_cast<std::uint64_t>(s.count.load(std::memory_order_relaxed));
+  return static_cast<std::int64_t>(sum) > 0 ? sum : 0;
+}
+
+std::uint64_t Resource::outstanding_bytes() const noexcept {
+  std::uint64_t sum = 0;  // unsigned: wraps instead of overflowing; read back as signed
+  for (const CounterStripe& s : stripes_) sum += static_cast<std::uint64_t>(s.bytes.load(std::memory_order_relaxed));
+  return static_cast<std::int64_t>(sum) > 0 ? sum : 0;
+}
 
 std::size_t Resource::normalize_alignment(std::size_t alignment) { return checked_alignment(alignment); }
 
@@ -38,9 +68,11 @@ void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stre
   }
   void* p = do_allocate(bytes, alignment, stream);
   // Counted only once do_allocate succeeded; relaxed: they are statistics,
-  // not synchronisation.
-  outstanding_count_.fetch_add(1, std::memory_order_relaxed);
-  outstanding_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  // not synchronisation. The RMW is on this thread's stripe, a line no other
+  // thread writes while there are at most kCounterStripes threads.
+  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
+  s.count.fetch_add(1, std::memory_order_relaxed);
+  s.bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   return p;
 }
 
@@ -52,8 +84,9 @@ void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, s
   if (bytes == 0) throw_invalid_argument("cannot free a non-NULL pointer with size 0");
   alignment = checked_alignment(alignment);
   do_deallocate(ptr, bytes, alignment, stream);
-  outstanding_count_.fetch_sub(1, std::memory_order_relaxed);
-  outstanding_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
+  s.count.fetch_sub(1, std::memory_order_relaxed);
+  s.bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
 }
 
 }  // namespace tether::core

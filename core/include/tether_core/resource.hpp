@@ -85,9 +85,14 @@ class Resource {
   // Stream-ordering services (CUDA resources), or nullptr.
   virtual StreamOrder* stream_order() noexcept { return nullptr; }
 
-  // Allocations made through allocate() and not yet given back.
-  std::uint64_t outstanding_count() const noexcept { return outstanding_count_.load(std::memory_order_relaxed); }
-  std::uint64_t outstanding_bytes() const noexcept { return outstanding_bytes_.load(std::memory_order_relaxed); }
+  // Allocations made through allocate() and not yet given back, and their
+  // bytes. Exact when no allocate()/deallocate() is in flight (and once those
+  // that were have happened-before the call, e.g. the threads were joined).
+  // A read racing them sums per-thread counters taken at slightly different
+  // times: some value the counters passed through or close to it, never
+  // negative (clamped to 0).
+  std::uint64_t outstanding_count() const noexcept;
+  std::uint64_t outstanding_bytes() const noexcept;
 
   static std::size_t normalize_alignment(std::size_t alignment);  // throws on bad alignment
 
@@ -96,9 +101,18 @@ class Resource {
   virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
 
  private:
+  // The outstanding counters are striped: each thread updates the stripe it
+  // picked once (round robin), so threads allocating from one resource do not
+  // bounce one cache line between them. Deltas are signed: memory allocated on
+  // one thread and freed on another leaves +1 in one stripe and -1 in another.
+  struct alignas(64) CounterStripe {
+    std::atomic<std::int64_t> count{0};
+    std::atomic<std::int64_t> bytes{0};
+  };
+  static constexpr std::size_t kCounterStripes = 16;
+
   Properties props_;
-  std::atomic<std::uint64_t> outstanding_count_{0};
-  std::atomic<std::uint64_t> outstanding_bytes_{0};
+  CounterStripe stripes_[kCounterStripes];
 };
 
 using ResourcePtr = std::shared_ptr<Resource>;
