@@ -38,21 +38,21 @@ inline std::uintptr_t value_of(tether_buffer_t* h) noexcept { return reinterpret
 
 class BufferRef {
  public:
-  explicit BufferRef(tether_buffer_t* h) : h_(h) {
+  explicit BufferRef(tether_buffer_t* h) {
     if (h == nullptr) throw core::Error(TETHER_ERROR_INVALID_HANDLE, "buffer handle is NULL");
-    obj_ = static_cast<BufferObject*>(registry::acquire(value_of(h), ObjectType::Buffer));
+    obj_ = static_cast<BufferObject*>(registry::borrow(value_of(h), ObjectType::Buffer, borrow_));
     if (obj_ == nullptr)
       throw core::Error(TETHER_ERROR_INVALID_HANDLE,
                         "not a live buffer handle (released, forged, or of another type)");
   }
-  ~BufferRef() { registry::release(value_of(h_), ObjectType::Buffer); }
+  ~BufferRef() { registry::end_borrow(borrow_); }
   BufferRef(const BufferRef&) = delete;
   BufferRef& operator=(const BufferRef&) = delete;
   BufferObject* operator->() const noexcept { return obj_; }
 
  private:
-  tether_buffer_t* h_;
   BufferObject* obj_ = nullptr;
+  registry::Borrow borrow_;
 };
 
 bool host_only(const core::Properties& p) { return p.host_accessible && !p.device_accessible; }
@@ -99,6 +99,7 @@ TETHER_API tether_status_t tether_buffer_create(tether_resource_t* resource, int
       resource = current.get();
     }
     ResourceRef r(resource);
+    HandleRef owner = retained(r);  // the buffer's reference, taken first: nothing to undo if it fails
     auto* b = new BufferObject;
     b->core = r->core;
     b->props = r->core->properties();
@@ -111,8 +112,7 @@ TETHER_API tether_status_t tether_buffer_create(tether_resource_t* resource, int
       delete b;
       throw;
     }
-    retain_resource(resource);  // cannot fail: r holds a reference
-    b->resource = resource;
+    b->resource = owner.release();
     *out = reinterpret_cast<tether_buffer_t*>(registry::create(ObjectType::Buffer, b));
   });
 }

@@ -78,8 +78,7 @@ TETHER_API tether_status_t tether_current_resource_set(int device, tether_resour
     if (resource != nullptr) {
       ResourceRef r(resource);
       check_usable(r->core->properties(), slot);
-      retain_resource(resource);  // cannot fail: r holds a reference
-      next = HandleRef::adopt(resource);
+      next = retained(r);
     }
     HandleRef previous = table().set(slot, std::move(next));
     if (out_previous != nullptr) *out_previous = previous.release();

@@ -11,7 +11,22 @@
 // Slots live in chunks that are never freed or moved, so lookups take no lock.
 // The registry itself is never destroyed: releases from other libraries'
 // static destructors at exit still find it.
+//
+// Borrows. A call that uses a handle only for its own duration (allocate,
+// deallocate, ...) need not touch the slot's reference count, a cache line
+// every thread using the handle would otherwise write. It borrows instead:
+// it publishes the handle value in one of its thread's hazard words, then
+// checks the slot is still live. The release that ends the handle's life
+// (count to zero, generation bumped) scans the hazard words before it
+// destroys the object, and waits until no other thread has the handle
+// published. Both sides use sequentially consistent operations, so either the
+// borrower sees the dead generation (and fails: INVALID_HANDLE), or the
+// releaser sees the hazard (and waits). If the releasing thread itself holds
+// a borrow of that handle, the destruction is deferred to the end of its
+// borrow. A thread with no free hazard word (more than kHazards borrows at
+// once) takes a counted reference instead.
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "internal.hpp"
@@ -61,6 +76,100 @@ bool decode(std::uintptr_t h, std::uint32_t& index, std::uint32_t& gen) noexcept
   return true;
 }
 
+// ---- hazard words (borrows) --------------------------------------------------
+
+constexpr int kHazards = 4;  // borrows one thread may hold at once
+
+// One thread's hazard words. Blocks are never freed; a thread's block goes
+// back to the list's pool when the thread exits.
+struct alignas(64) HazardBlock {
+  std::atomic<std::uint64_t> hazard[kHazards] = {};  // borrowed handle values; 0 = unused
+  std::atomic<bool> owned{false};
+  HazardBlock* next = nullptr;  // immutable once published
+};
+std::atomic<HazardBlock*> g_hazard_blocks{nullptr};
+
+// A destruction deferred until this thread's borrow of the handle ends.
+struct Pending {
+  std::uint64_t handle;
+  Slot* slot;
+  std::uint32_t index;
+};
+
+// Constant-initialised, trivially destructible: no TLS guard on the hot path.
+thread_local HazardBlock* t_block = nullptr;
+thread_local bool t_block_gone = false;  // past this thread's TLS destruction
+thread_local Pending t_pending[kHazards];
+thread_local int t_pending_count = 0;
+
+// Gives the thread's block back when the thread exits.
+struct BlockOwner {
+  void touch() noexcept {}
+  ~BlockOwner() {
+    if (t_block != nullptr) t_block->owned.store(false, std::memory_order_release);
+    t_block = nullptr;
+    t_block_gone = true;
+  }
+};
+thread_local BlockOwner t_owner;
+
+HazardBlock* my_block() noexcept {
+  if (t_block != nullptr) return t_block;
+  if (t_block_gone) return nullptr;
+  HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire);
+  for (; b != nullptr; b = b->next) {
+    bool expected = false;
+    if (!b->owned.load(std::memory_order_relaxed) &&
+        b->owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
+      break;
+  }
+  if (b == nullptr) {
+    b = new (std::nothrow) HazardBlock;
+    if (b == nullptr) return nullptr;
+    b->owned.store(true, std::memory_order_relaxed);
+    b->next = g_hazard_blocks.load(std::memory_order_relaxed);
+    while (!g_hazard_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  t_owner.touch();  // registers the exit hook
+  t_block = b;
+  return b;
+}
+
+bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
+  for (const auto& w : b->hazard)
+    if (w.load(std::memory_order_seq_cst) == h) return true;
+  return false;
+}
+
+// Destroy the object of a slot whose last reference is gone, once no other
+// thread borrows `h` (its value while it was live).
+void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
+  const HazardBlock* mine = t_block;
+  for (HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next)
+    if (b != mine)
+      while (held_by(b, h)) std::this_thread::yield();  // a borrow lasts one call
+  Object* obj = s->object.exchange(nullptr, std::memory_order_acq_rel);
+  const std::uint32_t type = s->type.load(std::memory_order_relaxed);
+  delete obj;  // may release other handles (upstreams); never this slot
+  g_live[type].fetch_sub(1, std::memory_order_relaxed);
+  FreeList& fl = free_list();
+  std::lock_guard<std::mutex> lock(fl.mutex);
+  fl.indices.push_back(index);
+}
+
+// The last reference of `h` is gone: destroy now, or when this thread's own
+// borrow of it ends.
+void retire(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
+  if (t_block != nullptr && held_by(t_block, h)) {
+    for (int i = 0; i < t_pending_count; ++i)
+      if (t_pending[i].handle == h) return;
+    t_pending[t_pending_count++] = Pending{h, s, index};  // one per distinct borrowed handle: fits
+    return;
+  }
+  destroy(s, index, h);
+}
+
 // Drop one reference of a slot known to be of generation `gen`.
 bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
   std::uint64_t cur = s->state.load(std::memory_order_relaxed);
@@ -75,16 +184,9 @@ bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
     } else {
       next = cur - 1;
     }
-    if (s->state.compare_exchange_weak(cur, next, std::memory_order_acq_rel,
-                                       std::memory_order_relaxed)) {
-      if (!last) return true;
-      Object* obj = s->object.exchange(nullptr, std::memory_order_acq_rel);
-      const std::uint32_t type = s->type.load(std::memory_order_relaxed);
-      delete obj;  // may release other handles (upstreams); never this slot
-      g_live[type].fetch_sub(1, std::memory_order_relaxed);
-      FreeList& fl = free_list();
-      std::lock_guard<std::mutex> lock(fl.mutex);
-      fl.indices.push_back(index);
+    // seq_cst: ordered against borrowers' hazard stores (see "Borrows").
+    if (s->state.compare_exchange_weak(cur, next, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+      if (last) retire(s, index, (static_cast<std::uint64_t>(gen) << 32) | (index + 1));
       return true;
     }
   }
@@ -148,6 +250,55 @@ Object* acquire(std::uintptr_t h, ObjectType type) noexcept {
     return nullptr;
   }
   return s->object.load(std::memory_order_acquire);
+}
+
+Object* borrow(std::uintptr_t h, ObjectType type, Borrow& out) noexcept {
+  out = Borrow{};
+  HazardBlock* b = my_block();
+  std::atomic<std::uint64_t>* word = nullptr;
+  if (b != nullptr)
+    for (auto& w : b->hazard)
+      if (w.load(std::memory_order_relaxed) == 0) {
+        word = &w;
+        break;
+      }
+  if (word == nullptr) {  // no hazard word free: a counted reference
+    Object* obj = acquire(h, type);
+    if (obj != nullptr) out = Borrow{h, type, nullptr};
+    return obj;
+  }
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return nullptr;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return nullptr;
+  word->store(h, std::memory_order_seq_cst);
+  const std::uint64_t cur = s->state.load(std::memory_order_seq_cst);
+  if ((cur >> 32) != gen || (cur & kCountMask) == 0 ||
+      s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) {
+    word->store(0, std::memory_order_release);
+    return nullptr;
+  }
+  out = Borrow{h, type, word};
+  return s->object.load(std::memory_order_acquire);
+}
+
+void end_borrow(const Borrow& borrowed) noexcept {
+  if (borrowed.handle == 0) return;
+  if (borrowed.hazard == nullptr) {
+    release(borrowed.handle, borrowed.type);
+    return;
+  }
+  static_cast<std::atomic<std::uint64_t>*>(borrowed.hazard)->store(0, std::memory_order_release);
+  // Destructions this thread deferred while it borrowed the handle.
+  for (int i = 0; i < t_pending_count;) {
+    const Pending p = t_pending[i];
+    if (held_by(t_block, p.handle)) {
+      ++i;
+      continue;
+    }
+    t_pending[i] = t_pending[--t_pending_count];
+    destroy(p.slot, p.index, p.handle);
+  }
 }
 
 bool release(std::uintptr_t h, ObjectType type) noexcept {

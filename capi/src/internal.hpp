@@ -115,11 +115,36 @@ struct ResourceObject : Object {
   ~ResourceObject() override;
 };
 
+// ---- the generic registry (handles.cpp) ------------------------------------
+
+namespace registry {
+// Register obj (taken) as a new handle with refcount 1; returns the handle value.
+std::uintptr_t create(ObjectType type, Object* obj);
+// +1 if the handle is live and of `type`; returns the object or nullptr.
+Object* acquire(std::uintptr_t handle, ObjectType type) noexcept;
+// -1; destroys the object when it was the last. false if the handle is not live.
+bool release(std::uintptr_t handle, ObjectType type) noexcept;
+// A reference for the duration of one call (handles.cpp, "Borrows"): no
+// write to the handle's shared reference count. Returns the object, or
+// nullptr (as acquire()). Every successful borrow is ended by end_borrow(),
+// on the same thread.
+struct Borrow {
+  std::uintptr_t handle = 0;  // 0: nothing borrowed
+  ObjectType type = ObjectType::Resource;
+  void* hazard = nullptr;     // the hazard word, or nullptr: a counted reference
+};
+Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
+void end_borrow(const Borrow& borrowed) noexcept;
+// Live handles of a type (0 = any).
+std::size_t live(std::uint32_t type) noexcept;
+}  // namespace registry
+
 // A new resource handle owning `core`; `upstream` (may be NULL) is retained by
 // the new object. Returns +1. Throws on failure (nothing is leaked).
 tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream);
 
-// A temporary reference to a live object: acquiring fails (throws
+// A temporary reference to a live object, for the duration of one call and
+// on one thread (a registry borrow): acquiring fails (throws
 // Error(INVALID_HANDLE)) for NULL, stale, forged or wrong-type handles; while
 // held, the object cannot be destroyed by a concurrent release.
 class ResourceRef {
@@ -135,6 +160,7 @@ class ResourceRef {
  private:
   tether_resource_t* handle_;
   ResourceObject* obj_;
+  registry::Borrow borrow_;
 };
 
 // +1 / -1 on a resource handle without touching the error state.
@@ -161,18 +187,11 @@ class HandleRef {
   tether_resource_t* h_ = nullptr;
 };
 
-// ---- the generic registry (handles.cpp) ------------------------------------
+// A counted (+1) reference to a borrowed resource. Throws Error(INVALID_HANDLE)
+// if its last reference was released meanwhile (a borrow keeps the object
+// alive for the call, not the handle).
+HandleRef retained(const ResourceRef& r);
 
-namespace registry {
-// Register obj (taken) as a new handle with refcount 1; returns the handle value.
-std::uintptr_t create(ObjectType type, Object* obj);
-// +1 if the handle is live and of `type`; returns the object or nullptr.
-Object* acquire(std::uintptr_t handle, ObjectType type) noexcept;
-// -1; destroys the object when it was the last. false if the handle is not live.
-bool release(std::uintptr_t handle, ObjectType type) noexcept;
-// Live handles of a type (0 = any).
-std::size_t live(std::uint32_t type) noexcept;
-}  // namespace registry
 
 // Resolve TETHER_DEVICE_CURRENT and validate ids: returns -1 (host) or a device id.
 int resolve_device(int device);

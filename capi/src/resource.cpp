@@ -41,13 +41,19 @@ tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_
 
 ResourceRef::ResourceRef(tether_resource_t* h) : handle_(h), obj_(nullptr) {
   if (h == nullptr) throw core::Error(TETHER_ERROR_INVALID_HANDLE, "resource handle is NULL");
-  obj_ = static_cast<ResourceObject*>(registry::acquire(value_of(h), ObjectType::Resource));
+  obj_ = static_cast<ResourceObject*>(registry::borrow(value_of(h), ObjectType::Resource, borrow_));
   if (obj_ == nullptr)
     throw core::Error(TETHER_ERROR_INVALID_HANDLE,
                       "not a live resource handle (released, forged, or of another type)");
 }
 
-ResourceRef::~ResourceRef() { registry::release(value_of(handle_), ObjectType::Resource); }
+ResourceRef::~ResourceRef() { registry::end_borrow(borrow_); }
+
+HandleRef retained(const ResourceRef& r) {
+  if (retain_resource(r.handle()) != TETHER_OK)
+    throw core::Error(TETHER_ERROR_INVALID_HANDLE, "resource handle was released while in use");
+  return HandleRef::adopt(r.handle());
+}
 
 tether_status_t retain_resource(tether_resource_t* h) noexcept {
   if (h == nullptr) return TETHER_ERROR_INVALID_HANDLE;
