@@ -10,6 +10,8 @@ Contenders (missing frameworks are left out):
   tether Buffer + close()     tether.Buffer(size, resource=pool), freed with close()
   tether Buffer + del         the same, freed by dropping the last reference
   tether raw allocate         pool.allocate(size) / pool.deallocate(ptr, size)
+  (floor rows)                the same two C calls straight through cffi, and the
+                              replay loop with no allocator: where the time goes
   cupy.empty                  CuPy's default memory pool, uint8 arrays
   cupy.cuda.alloc             CuPy's pool, raw MemoryPointer
   torch.empty                 PyTorch's caching allocator, uint8 tensors on 'cuda'
@@ -142,6 +144,14 @@ def main(argv) -> int:
             lambda: replay_drop(ops, lambda n: Buffer(n, resource=pool)), pairs, reps, sync)
         results[f"tether raw allocate, {label}"] = measure(
             lambda: replay_raw(ops, pool.allocate, pool.deallocate), pairs, reps, sync)
+        if label == "pool(cuda)":
+            # Where the time goes: the two cffi calls alone (no method, no checks).
+            from tether._ffi import lib
+            h, a, d = pool._h, lib._tether_py_allocate, lib._tether_py_deallocate
+            results[f"  (floor: 2 cffi calls), {label}"] = measure(
+                lambda: replay_raw(ops, lambda n: a(h, n, 0, 0), lambda p, n: d(h, p, n, 0, 0)), pairs, reps, sync)
+            results["  (floor: the replay loop alone)"] = measure(
+                lambda: replay_raw(ops, lambda n: 0, lambda p, n: None), pairs, reps, sync)
         pool.close()
         upstream.close()
 
