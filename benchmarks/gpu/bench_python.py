@@ -3,8 +3,9 @@
 The random pattern of benchmarks/c/random_pattern.h (sizes log-uniform in
 256 B - 4 MiB, fixed seed, at most 1000 live, random free order) is generated
 once and replayed by every contender; the result is the median ns per
-allocate+free pair over the repetitions (after one warm-up replay), measured in
-this run, with ratios against torch.empty and cupy.cuda.alloc.
+allocate+free pair over the repetitions (after one warm-up replay each; the
+contenders take turns within every repetition), measured in this run, with
+ratios against torch.empty and cupy.cuda.alloc.
 
 Contenders (missing frameworks are left out):
   tether Buffer + close()     tether.Buffer(size, resource=pool), freed with close()
@@ -94,20 +95,45 @@ def replay_raw(ops, allocate, deallocate):
         deallocate(*pop())
 
 
-def measure(run, pairs: int, reps: int, sync) -> float:
-    run()  # warm-up: pools grow
-    sync()
-    times = []
+def measure_all(contenders, pairs: int, reps: int, sync) -> dict:
+    """Median ns per pair of every contender. Each is warmed up once (pools
+    grow), then the repetitions take turns - contender after contender within
+    each repetition - so drifts of the machine (clocks, other load) hit all alike."""
+    for run in contenders.values():
+        run()
+        sync()
+    times = {name: [] for name in contenders}
     gc.disable()
     try:
         for _ in range(reps):
-            t0 = time.perf_counter_ns()
-            run()
-            sync()
-            times.append((time.perf_counter_ns() - t0) / pairs)
+            for name, run in contenders.items():
+                t0 = time.perf_counter_ns()
+                run()
+                sync()
+                times[name].append((time.perf_counter_ns() - t0) / pairs)
     finally:
         gc.enable()
-    return statistics.median(times)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def tether_contenders(ops, pool, label: str, floors: bool) -> dict:
+    """The tether contenders on one pool (closures bound to it)."""
+    import tether
+    Buffer = tether.Buffer
+    c = {
+        f"tether Buffer + close(), {label}":
+            lambda: replay_objects(ops, lambda n: Buffer(n, resource=pool), Buffer.close),
+        f"tether Buffer + del, {label}": lambda: replay_drop(ops, lambda n: Buffer(n, resource=pool)),
+        f"tether raw allocate, {label}": lambda: replay_raw(ops, pool.allocate, pool.deallocate),
+    }
+    if floors:
+        # Where the time goes: the two cffi calls alone (no method, no checks), and the loop.
+        from tether._ffi import lib
+        h, a, d = pool._h, lib._tether_py_allocate, lib._tether_py_deallocate
+        c[f"  (floor: 2 cffi calls), {label}"] = lambda: replay_raw(
+            ops, lambda n: a(h, n, 0, 0), lambda p, n: d(h, p, n, 0, 0))
+        c["  (floor: the replay loop alone)"] = lambda: replay_raw(ops, lambda n: 0, lambda p, n: None)
+    return c
 
 
 def main(argv) -> int:
@@ -118,7 +144,6 @@ def main(argv) -> int:
         print("bench_python: skipped: no usable CUDA device")
         return 0
     ops, pairs = make_pattern(n_ops)
-    results: dict[str, float] = {}
     sync = lambda: None  # noqa: E731  (replaced once a framework is there)
 
     try:
@@ -135,38 +160,25 @@ def main(argv) -> int:
     except ImportError:
         torch = None
 
-    Buffer = tether.Buffer
-    for label, upstream in (("pool(cuda)", tether.CudaResource(0)), ("pool(async)", tether.AsyncResource(0))):
-        pool = tether.PoolResource(upstream)
-        results[f"tether Buffer + close(), {label}"] = measure(
-            lambda: replay_objects(ops, lambda n: Buffer(n, resource=pool), Buffer.close), pairs, reps, sync)
-        results[f"tether Buffer + del, {label}"] = measure(
-            lambda: replay_drop(ops, lambda n: Buffer(n, resource=pool)), pairs, reps, sync)
-        results[f"tether raw allocate, {label}"] = measure(
-            lambda: replay_raw(ops, pool.allocate, pool.deallocate), pairs, reps, sync)
-        if label == "pool(cuda)":
-            # Where the time goes: the two cffi calls alone (no method, no checks).
-            from tether._ffi import lib
-            h, a, d = pool._h, lib._tether_py_allocate, lib._tether_py_deallocate
-            results[f"  (floor: 2 cffi calls), {label}"] = measure(
-                lambda: replay_raw(ops, lambda n: a(h, n, 0, 0), lambda p, n: d(h, p, n, 0, 0)), pairs, reps, sync)
-            results["  (floor: the replay loop alone)"] = measure(
-                lambda: replay_raw(ops, lambda n: 0, lambda p, n: None), pairs, reps, sync)
-        pool.close()
-        upstream.close()
-
+    contenders = {}
+    upstreams = [tether.CudaResource(0), tether.AsyncResource(0)]
+    pools = [tether.PoolResource(u) for u in upstreams]
+    contenders.update(tether_contenders(ops, pools[0], "pool(cuda)", floors=True))
+    contenders.update(tether_contenders(ops, pools[1], "pool(async)", floors=False))
     if cupy is not None:
-        uint8 = cupy.uint8
-        empty = cupy.empty
-        results["cupy.empty (default pool)"] = measure(
-            lambda: replay_drop(ops, lambda n: empty(n, dtype=uint8)), pairs, reps, sync)
-        alloc = cupy.cuda.alloc
-        results["cupy.cuda.alloc (its pool)"] = measure(lambda: replay_drop(ops, alloc), pairs, reps, sync)
-        cupy.get_default_memory_pool().free_all_blocks()
+        uint8, empty, alloc = cupy.uint8, cupy.empty, cupy.cuda.alloc
+        contenders["cupy.empty (default pool)"] = lambda: replay_drop(ops, lambda n: empty(n, dtype=uint8))
+        contenders["cupy.cuda.alloc (its pool)"] = lambda: replay_drop(ops, alloc)
     if torch is not None:
         tempty, tuint8 = torch.empty, torch.uint8
-        results["torch.empty (caching allocator)"] = measure(
-            lambda: replay_drop(ops, lambda n: tempty(n, dtype=tuint8, device="cuda")), pairs, reps, sync)
+        contenders["torch.empty (caching allocator)"] = lambda: replay_drop(
+            ops, lambda n: tempty(n, dtype=tuint8, device="cuda"))
+    results = measure_all(contenders, pairs, reps, sync)
+    for p in pools + upstreams:
+        p.close()
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+    if torch is not None:
         torch.cuda.empty_cache()
 
     torch_ns = results.get("torch.empty (caching allocator)")
