@@ -185,24 +185,28 @@ class ChunkGuard {
 // die with their Python objects), and a destroyed stream's handle must never
 // be used, so S waits on A's event (recorded while A was surely alive: at a
 // free on A), never on A. The wait never blocks the host. Each arena is
-// waited for at most once per operation.
+// waited for at most once per operation. Frees not covered by an event yet
+// (fresh blocks) can only be ordered by waiting for the whole device
+// (device()), once; every wait after that is a no-op.
 class Waits {
  public:
-  explicit Waits(StreamOrder* order) noexcept : order_(order) {}
+  explicit Waits(StreamOrder* order) noexcept : order_(order), device_done_(order == nullptr) {}
   void wait(stream_t waiter, const Arena* producer) {
-    if (order_ == nullptr || producer->stream == waiter) return;
+    if (device_done_ || producer->stream == waiter) return;
     if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
-    if (producer->event != nullptr) {
-      order_->wait_event(waiter, producer->event);
-    } else {
-      // Not reached: settled blocks exist only after a record. Correct, if slow.
-      order_->synchronize_device();
-    }
+    if (producer->event == nullptr) return device();  // not reached: settled blocks exist only after a record
+    order_->wait_event(waiter, producer->event);
     done_.push_back(producer);
+  }
+  void device() {
+    if (device_done_) return;
+    order_->synchronize_device();
+    device_done_ = true;
   }
 
  private:
   StreamOrder* order_;
+  bool device_done_;
   std::vector<const Arena*> done_;
 };
 
@@ -260,15 +264,11 @@ class PoolResource final : public Resource {
     bool settled = leak || order_ == nullptr || chunks_ == nullptr;
     if (!settled) {
       try {
-        bool uncovered = false;
-        for (const auto& a : arenas_) uncovered = uncovered || !a->fresh.empty();
-        if (uncovered) {
-          order_->synchronize_device();
-        } else {
-          Waits waits(order_);
-          for (const auto& a : arenas_)
-            if (a->event != nullptr) waits.wait(0, a.get());
-        }
+        Waits waits(order_);
+        for (const auto& a : arenas_)
+          if (!a->fresh.empty()) waits.device();
+        for (const auto& a : arenas_)
+          if (a->event != nullptr) waits.wait(0, a.get());
         settled = true;
       } catch (...) {
         // The device cannot be ordered: leak rather than free memory in use.
@@ -672,12 +672,12 @@ class PoolResource final : public Resource {
     //    coalesces; look again.
     eager_ = true;
     if (order_ != nullptr) {
-      bool uncovered = false, moved = false;
-      for (const auto& other : arenas_) uncovered = uncovered || (other.get() != &a && !other->fresh.empty());
-      if (uncovered) order_->synchronize_device();
+      bool moved = false;
+      for (const auto& other : arenas_)
+        if (other.get() != &a && !other->fresh.empty()) waits.device();
       for (const auto& other : arenas_) {
         if (other.get() == &a || (other->fresh.empty() && other->settled.empty())) continue;
-        if (!uncovered) waits.wait(stream, other.get());
+        waits.wait(stream, other.get());
         for (FreeIndex* idx : {&other->fresh, &other->settled}) {
           while (Block* b = idx->any()) {
             ChunkGuard g(b->chunk);
@@ -744,18 +744,13 @@ class PoolResource final : public Resource {
   void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error) {
     out.reserve(chunk_count_);
     Waits waits(order_);
-    bool device_done = order_ == nullptr;
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
       if (c->allocated == 0) {
         try {
-          for (Block* b = c->first; b != nullptr && !device_done; b = b->next_phys) {
-            if (b->index->fresh()) {
-              order_->synchronize_device();
-              device_done = true;
-            }
-          }
-          for (Block* b = c->first; b != nullptr && !device_done; b = b->next_phys)
+          for (Block* b = c->first; b != nullptr; b = b->next_phys)
+            if (b->index->fresh()) waits.device();
+          for (Block* b = c->first; b != nullptr; b = b->next_phys)
             if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
         } catch (...) {
           error = std::current_exception();
