@@ -17,5 +17,6 @@
 #include "tether/current.h"
 #include "tether/cuda.h"
 #include "tether/debug.h"
+#include "tether/torch.h"
 
 #endif /* TETHER_TETHER_H */
