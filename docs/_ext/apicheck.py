@@ -140,20 +140,27 @@ class PyPackage:
             with open(path, encoding="utf-8") as f:
                 self.modules[name] = ast.parse(f.read(), filename=path)
         self.classes: dict[str, ast.ClassDef] = {}
-        self.functions: dict[str, ast.FunctionDef] = {}  # "name" or "debug.name"
+        self.functions: dict[str, ast.FunctionDef] = {}  # "name" or "submodule.name"
+        # Public submodules (tether.debug, the hooks tether.torch, ...): every
+        # module whose name has no leading underscore.
+        self.submodules = sorted(m for m in self.modules if not m.startswith("_"))
+        self.sub_classes: dict[str, ast.ClassDef] = {}   # "submodule.Class"
         for mod_name, mod in self.modules.items():
             for node in mod.body:
                 if isinstance(node, ast.ClassDef):
-                    self.classes[node.name] = node
-                elif isinstance(node, ast.FunctionDef) and mod_name in ("__init__", "debug"):
-                    key = node.name if mod_name == "__init__" else f"debug.{node.name}"
+                    if mod_name in self.submodules:
+                        self.sub_classes[f"{mod_name}.{node.name}"] = node
+                    else:
+                        self.classes[node.name] = node
+                elif isinstance(node, ast.FunctionDef) and (mod_name == "__init__" or mod_name in self.submodules):
+                    key = node.name if mod_name == "__init__" else f"{mod_name}.{node.name}"
                     self.functions[key] = node
         for mod_name in ("_resources", "_cuda", "_current", "_buffer", "_convert", "_errors"):
             for node in self.modules.get(mod_name, ast.Module(body=[])).body:
                 if isinstance(node, ast.FunctionDef):
                     self.functions.setdefault(node.name, node)
         self.all = self._all("__init__")
-        self.debug_all = self._all("debug")
+        self.sub_all = {m: self._all(m) for m in self.submodules}
 
     def _all(self, module: str) -> list[str]:
         for node in self.modules.get(module, ast.Module(body=[])).body:
@@ -352,14 +359,16 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         logger.warning("apicheck: " + msg, location=where, type="apicheck")
 
     for name in py.all:
-        if name == "debug":
-            if not any(k.startswith("tether.debug.") for k in doc):
-                warn("tether.debug is public but none of its functions is documented")
-        elif f"tether.{name}" not in doc:
+        if name in py.submodules:
+            continue  # checked through the submodule's own __all__ below
+        if f"tether.{name}" not in doc:
             warn(f"tether.{name} is in tether.__all__ but not documented")
-    for name in py.debug_all:
-        if f"tether.debug.{name}" not in doc:
-            warn(f"tether.debug.{name} is in tether.debug.__all__ but not documented")
+    for mod, names in py.sub_all.items():
+        if not names:
+            warn(f"tether.{mod} is a public module without __all__ (say what it exports)")
+        for name in names:
+            if f"tether.{mod}.{name}" not in doc:
+                warn(f"tether.{mod}.{name} is in tether.{mod}.__all__ but not documented")
 
     documented_classes = {k[len("tether."):] for k, (t, _, _) in doc.items()
                           if t in ("class", "exception") and k.count(".") == 1}
@@ -389,12 +398,8 @@ def _check_py(py: PyPackage, doc: dict) -> None:
                     warn(f"tether.{name} is documented as a function but is not one", where)
                 else:
                     _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
-        elif parts[1] == "debug" and len(parts) == 3:
-            fn = py.functions.get(f"debug.{parts[2]}")
-            if parts[2] not in py.debug_all or fn is None:
-                warn(f"documented {full} is not a public function of tether.debug", where)
-            else:
-                _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
+        elif parts[1] in py.submodules:
+            _check_submodule_object(py, full, parts[1], parts[2:], objtype, sig, warn, where)
         elif len(parts) == 3:
             cls, member = parts[1], parts[2]
             node = py.member(cls, member)
@@ -419,6 +424,40 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         for member, owner in sorted(py.public_members(cls).items()):
             if not any(f"tether.{c}.{member}" in doc for c in py.ancestry(cls) if c in documented_classes):
                 warn(f"tether.{cls}.{member} is public (defined in {owner}) but not documented")
+
+
+def _check_submodule_object(py: PyPackage, full, mod, rest, objtype, sig, warn, where) -> None:
+    """tether.<mod>.<name> (a function or class) or tether.<mod>.<Class>.<member>."""
+    name = rest[0] if rest else ""
+    if name not in py.sub_all.get(mod, []):
+        warn(f"documented {full} is not in tether.{mod}.__all__", where)
+        return
+    if len(rest) == 1:
+        if objtype == "function":
+            fn = py.functions.get(f"{mod}.{name}")
+            if fn is None:
+                warn(f"{full} is documented as a function but is not one", where)
+            else:
+                _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
+        elif objtype in ("class", "exception"):
+            cls = py.sub_classes.get(f"{mod}.{name}")
+            if cls is None:
+                warn(f"{full} is documented as a class but is not one", where)
+                return
+            init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            if init is not None and objtype == "class":
+                _compare(full, _signature(init, True), _doc_params(sig), warn, where)
+        return
+    cls = py.sub_classes.get(f"{mod}.{name}")
+    members = {n.name for n in (cls.body if cls else []) if isinstance(n, ast.FunctionDef)}
+    members |= {getattr(n.target, "id", "") for n in (cls.body if cls else []) if isinstance(n, ast.AnnAssign)}
+    if len(rest) != 2 or cls is None or (rest[1] not in members and not _inherits_unknown(cls)):
+        warn(f"documented {full}: tether.{mod}.{name} has no member {'.'.join(rest[1:])}", where)
+
+
+def _inherits_unknown(cls: ast.ClassDef) -> bool:
+    """A class deriving from another library's class may document members it inherits."""
+    return any(not (isinstance(b, ast.Name) and b.id in ("object", "NamedTuple")) for b in cls.bases)
 
 
 def _normalize_default(text: str | None) -> str | None:
