@@ -24,3 +24,28 @@ def test_quickstart():
     assert "2 allocations, 1.25 MiB in total" in out  # the adaptor counted both languages
     assert "0 bytes still in use" in out
     assert "tether objects left alive: 0" in out
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="the example compiles a C++ extension with c++")
+def test_swap_while_allocating():
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "swap_while_allocating.py"), "--iterations", "5000"],
+                          capture_output=True, text=True, timeout=300, cwd=str(EXAMPLES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "20000 allocations by 4 C++ threads" in out
+    assert "bytes still in use: 0" in out
+    assert "all frees returned to their origin" in out
+    assert "tether objects left alive: 0" in out
+    # The C++ threads really saw the swaps: more than one resource served them.
+    seen = int(out.split(" different resources")[0].rsplit(" ", 1)[1])
+    assert seen > 1, out
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("c++") is None, reason="the example compiles a C++ extension with c++")
+def test_swap_while_allocating_on_device_0():
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "swap_while_allocating.py"), "--device", "0",
+                           "--iterations", "5000"], capture_output=True, text=True, timeout=300, cwd=str(EXAMPLES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all frees returned to their origin" in proc.stdout
+    assert "tether objects left alive: 0" in proc.stdout
