@@ -141,8 +141,10 @@ fi
 if [ "$PY_OK" = 1 ]; then
   step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
+  step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
+    timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
 else
-  SUMMARY+=("SKIPPED      bench_python.py (the package did not install)")
+  SUMMARY+=("SKIPPED      bench_python.py, bench_hooks.py (the package did not install)")
 fi
 
 # ---- summary ------------------------------------------------------------------------------------

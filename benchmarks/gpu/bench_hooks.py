@@ -1,0 +1,131 @@
+"""Per-allocation cost through each library's allocator hook, tether vs the
+library's own allocator vs RMM's hook over an RMM pool, measured in one run.
+
+  torch.empty(n, device="cuda")   PyTorch's caching allocator | tether.torch.enable(pool) | rmm_torch_allocator
+  cupy.empty(n, uint8)            CuPy's MemoryPool           | tether.cupy.allocator(pool) | rmm_cupy_allocator
+
+n = 256 B and 1 MiB; each contender runs in its own interpreter (PyTorch lets
+a process pick its allocator once). Each reports the median over repetitions
+of ns per allocate+free (the tensor/array is created and dropped in a loop;
+memory is not touched). tether and RMM pools are created with a 1 GiB initial
+size, so no measured allocation grows a pool. Ratios are against the library's
+own allocator and against RMM's hook from the same run.
+
+usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+
+SIZES = (256, 1 << 20)
+
+SETUP = {
+    ("torch", "own"): "import torch",
+    ("torch", "tether"): """
+        import torch, tether, tether.torch
+        tether.torch.enable(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"))
+    """,
+    ("torch", "rmm"): """
+        import torch, rmm, rmm.mr
+        from rmm.allocators.torch import rmm_torch_allocator
+        rmm.mr.set_current_device_resource(rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(),
+                                                                      initial_pool_size=1 << 30))
+        torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+    """,
+    ("cupy", "own"): "import cupy",
+    ("cupy", "tether"): """
+        import cupy, tether, tether.cupy
+        cupy.cuda.set_allocator(tether.cupy.allocator(
+            tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB")))
+    """,
+    ("cupy", "rmm"): """
+        import cupy, rmm, rmm.mr
+        from rmm.allocators.cupy import rmm_cupy_allocator
+        rmm.mr.set_current_device_resource(rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(),
+                                                                      initial_pool_size=1 << 30))
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+    """,
+}
+
+LOOP = {
+    "torch": """
+        def make(n):
+            return torch.empty(n, dtype=torch.uint8, device="cuda")
+        sync = torch.cuda.synchronize
+    """,
+    "cupy": """
+        def make(n):
+            return cupy.empty(n, dtype=cupy.uint8)
+        sync = cupy.cuda.Device().synchronize
+    """,
+}
+
+MEASURE = """
+import json, time
+results = {}
+for n in SIZES:
+    for _ in range(1000):
+        make(n)
+    sync()
+    reps = []
+    for _ in range(REPS):
+        t0 = time.perf_counter_ns()
+        for _ in range(ITERS):
+            make(n)
+        reps.append((time.perf_counter_ns() - t0) / ITERS)
+    sync()
+    results[n] = reps
+print("RESULT " + json.dumps(results))
+"""
+
+
+def measure(lib: str, who: str, iters: int, reps: int) -> dict[int, float] | str:
+    code = "\n".join([textwrap.dedent(SETUP[(lib, who)]), textwrap.dedent(LOOP[lib]),
+                      f"SIZES = {SIZES!r}; ITERS = {iters}; REPS = {reps}", MEASURE])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            raw = json.loads(line[len("RESULT "):])
+            return {int(k): statistics.median(v) for k, v in raw.items()}
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"not measured: {tail}"
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    iters = int(args[0]) if args else 20000
+    reps = int(args[1]) if len(args) > 1 else 7
+    json_out = argv[argv.index("--json") + 1] if "--json" in argv else None
+    table = {}
+    for lib in ("torch", "cupy"):
+        for who in ("own", "tether", "rmm"):
+            table[(lib, who)] = measure(lib, who, iters, reps)
+    print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
+    print("targets: tether/own <= 1.2x, tether/rmm < 1.0x")
+    print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
+    summary = []
+    for lib in ("torch", "cupy"):
+        own, teth, rmm = (table[(lib, w)] for w in ("own", "tether", "rmm"))
+        for who, r in (("own", own), ("tether", teth), ("rmm", rmm)):
+            if isinstance(r, str):
+                print(f"  {lib} {who}: {r}")
+        for n in SIZES:
+            def val(r):
+                return r[n] if isinstance(r, dict) else float("nan")
+            o, t, m = val(own), val(teth), val(rmm)
+            print(f"{lib:8} {n:>8} {o:>10.1f} {t:>10.1f} {m:>10.1f} {t / o:>10.3f}x {t / m:>10.3f}x")
+            summary.append({"library": lib, "size": n, "own_ns": o, "tether_ns": t, "rmm_ns": m,
+                            "tether_vs_own": t / o, "tether_vs_rmm": t / m})
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
