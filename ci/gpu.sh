@@ -130,6 +130,14 @@ else
   PY_OK=0
 fi
 
+# RMM's C++ API takes a tether resource (needs the librmm wheel unpacked in /tmp/site).
+if [ "$PY_OK" = 1 ] && [ -d /tmp/site/librmm/include ]; then
+  step "RMM C++ interop (examples/cpp_rmm)" "$OUT/pytest.log" \
+    env SITE=/tmp/site TETHER_SITE="$SITE" OUT_BIN=/tmp/rmm_interop bash "$ROOT/examples/cpp_rmm/build.sh"
+else
+  SUMMARY+=("SKIPPED      RMM C++ interop (no librmm wheel in /tmp/site)")
+fi
+
 # ---- 4. benchmarks ---------------------------------------------------------------------------
 : >"$OUT/bench.log"
 if [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
