@@ -49,3 +49,15 @@ def test_swap_while_allocating_on_device_0():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all frees returned to their origin" in proc.stdout
     assert "tether objects left alive: 0" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_frameworks_share_a_pool():
+    for lib in ("torch", "cupy", "numba"):
+        pytest.importorskip(lib, reason=f"{lib} is not installed")
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "frameworks_share_a_pool.py")], capture_output=True,
+                          text=True, timeout=600, cwd=str(EXAMPLES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all frees returned to their origin" in proc.stdout
+    for lib in ("torch", "cupy", "numba"):
+        assert f"  {lib:6} " in proc.stdout  # each library's share was printed
