@@ -96,4 +96,44 @@ TETHER_API tether_status_t tether_current_resource_is_locked(int device, int* ou
   });
 }
 
+TETHER_API tether_status_t tether_current_resource_set_if_unset(int device, tether_resource_t* resource,
+                                                                int* out_installed) {
+  return guard("tether_current_resource_set_if_unset", [&] {
+    if (out_installed != nullptr) *out_installed = 0;
+    if (resource == nullptr)
+      core::throw_invalid_argument("resource must not be NULL (to make a slot unset, use tether_current_resource_set(device, NULL, ...))");
+    const int slot = resolve_device(device);
+    HandleRef next;
+    {
+      ResourceRef r(resource);
+      check_usable(r->core->properties(), slot);
+      next = retained(r);
+    }
+    const bool installed = table().set_if_unset(slot, std::move(next));
+    if (out_installed != nullptr) *out_installed = installed ? 1 : 0;
+  });
+}
+
+TETHER_API tether_status_t tether_current_resource_push(int device, tether_resource_t* resource) {
+  return guard("tether_current_resource_push", [&] {
+    if (resource == nullptr)
+      core::throw_invalid_argument("resource must not be NULL (tether_current_resource_pop ends an override)");
+    const int slot = resolve_device(device);
+    HandleRef next;
+    {
+      ResourceRef r(resource);
+      check_usable(r->core->properties(), slot);
+      next = retained(r);
+    }
+    table().push(slot, std::move(next));
+  });
+}
+
+TETHER_API tether_status_t tether_current_resource_pop(int device) {
+  return guard("tether_current_resource_pop", [&] {
+    HandleRef popped = table().pop(resolve_device(device));
+    (void)popped;  // the stack's reference, released here
+  });
+}
+
 }  // extern "C"

@@ -93,7 +93,7 @@ def main() -> int:
         host.close()   # the upstream before the pool and the adaptor that use it
         pool.close()   # the upstream before the adaptor
         stats.close()  # the resource while it is still current, before its buffers
-    # Leaving `using` restored the previous host resource: now only the buffers hold the chain.
+    # Leaving `using` popped this thread's override of the host slot: now only the buffers hold the chain.
     py_buf.close()  # the numpy view still holds the memory ...
     view[:3] = 9    # ... so this is safe
     print(f"4. closed host, pool and adaptor (while current), restored the slot, closed the "

@@ -26,7 +26,8 @@ from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostReso
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
-                       set_current_resource, using)
+                       pop_current_resource, push_current_resource, set_current_resource,
+                       set_current_resource_if_unset, using)
 from . import debug
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +67,8 @@ __all__ = [
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",
     "Buffer",
-    "get_current_resource", "set_current_resource", "using", "lock_current_resource",
+    "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
+    "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",
     "debug",
 ]

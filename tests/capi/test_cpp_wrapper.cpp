@@ -1,8 +1,9 @@
 // The header-only C++ wrapper (tether/tether.hpp): RAII maps onto the C
 // ownership contract, every status becomes the right exception, and the
-// table helpers (scoped_resource) restore what they replaced.
+// table helpers (scoped_resource) are thread-scoped and restore what they replaced.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -289,6 +290,93 @@ TEST_F(Wrapper, ScopedResourceSurvivesItsResourceObject) {
   }
   EXPECT_FALSE(alive(raw));
   EXPECT_EQ(tether::current_resource(tether::device_host).get(), before);
+}
+
+TEST_F(Wrapper, ScopedResourceIsPerThread) {
+  tether::resource before = tether::current_resource(tether::device_host);
+  tether::resource a = tether::host_resource();
+  tether::resource b = tether::statistics_adaptor(tether::host_resource());
+  // Main makes its guard, then the other thread makes its own; main's guard
+  // ends first, the other's last - the order a process-wide save/restore breaks.
+  std::atomic<int> step{0};
+  auto wait_for = [&](int s) {
+    while (step.load() != s) std::this_thread::yield();
+  };
+  tether_resource_t* other_saw = nullptr;
+  tether_resource_t* other_prev = nullptr;
+  tether_resource_t* other_after = nullptr;
+  std::thread other;
+  {
+    tether::scoped_resource ga(a, tether::device_host);
+    other = std::thread([&] {
+      {
+        tether::scoped_resource gb(b);
+        other_prev = gb.previous().get();  // this thread saw the process slot, not main's guard
+        other_saw = tether::current_resource(tether::device_host).get();
+        step = 1;
+        wait_for(2);
+      }
+      other_after = tether::current_resource(tether::device_host).get();
+    });
+    wait_for(1);
+    EXPECT_EQ(tether::current_resource(tether::device_host).get(), a.get());  // not b
+  }
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), before.get());
+  step = 2;
+  other.join();
+  EXPECT_EQ(other_saw, b.get());
+  EXPECT_EQ(other_prev, before.get());
+  EXPECT_EQ(other_after, before.get());
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), before.get());
+}
+
+TEST_F(Wrapper, ScopedResourceKeepsItsOverrideWhenTheSlotIsSet) {
+  tether::resource before = tether::current_resource(tether::device_host);
+  tether::resource mine = tether::host_resource();
+  tether::resource app = tether::host_resource();
+  {
+    tether::scoped_resource g(mine);
+    tether::resource prev = tether::set_current_resource(app);
+    EXPECT_EQ(prev.get(), before.get());                                   // the process slot's
+    EXPECT_EQ(tether::current_resource(tether::device_host).get(), mine.get());  // still the override
+  }
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), app.get());
+  tether::set_current_resource(before);
+}
+
+TEST_F(Wrapper, PushAndPop) {
+  tether::resource before = tether::current_resource(tether::device_host);
+  tether::resource a = tether::host_resource();
+  tether::push_current_resource(a);  // host memory: the host slot
+  tether::push_current_resource(a, tether::device_host);
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), a.get());
+  tether::pop_current_resource(tether::device_host);
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), a.get());
+  tether::pop_current_resource(tether::device_host);
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), before.get());
+  EXPECT_THROW(tether::pop_current_resource(tether::device_host), tether::invalid_argument_error);
+  EXPECT_THROW(tether::push_current_resource(tether::resource(), tether::device_host),
+               tether::invalid_argument_error);
+}
+
+TEST_F(Wrapper, SetCurrentResourceIfUnset) {
+  tether::resource was = tether::reset_current_resource(tether::device_host);  // unset now
+  (void)tether::current_resource(tether::device_host);  // a default exists: it does not count as set
+  tether::resource lib = tether::host_resource();
+  EXPECT_TRUE(tether::set_current_resource_if_unset(lib));  // infers the host slot
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), lib.get());
+  tether::resource lib2 = tether::host_resource();
+  EXPECT_FALSE(tether::set_current_resource_if_unset(lib2, tether::device_host));
+  tether::resource app = tether::host_resource();
+  EXPECT_EQ(tether::set_current_resource(app).get(), lib.get());
+  EXPECT_FALSE(tether::set_current_resource_if_unset(lib2));  // the application's choice wins
+  EXPECT_EQ(tether::current_resource(tether::device_host).get(), app.get());
+  EXPECT_THROW(tether::set_current_resource_if_unset(tether::resource(), tether::device_host),
+               tether::invalid_argument_error);
+  (void)tether::reset_current_resource(tether::device_host);  // unset again
+  EXPECT_TRUE(tether::set_current_resource_if_unset(lib2));
+  (void)tether::reset_current_resource(tether::device_host);
+  (void)tether::current_resource(tether::device_host);  // the default SetUp counted
 }
 
 TEST_F(Wrapper, ConcurrentCopiesAndBuffers) {

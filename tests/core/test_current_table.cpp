@@ -1,7 +1,9 @@
-// CurrentTable: lazy defaults, swaps, locking, slot checks, concurrency.
+// CurrentTable: lazy defaults, swaps, locking, slot checks, concurrency,
+// per-thread overrides (push/pop) and set_if_unset.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -128,6 +130,299 @@ TEST(CurrentTable, ConcurrentGetAndSet) {
   EXPECT_LE(d.made, 3);  // at most one default per slot
   for (int slot : {-1, 0, 1}) t.set(slot, nullptr);
   for (const Ref& v : values) EXPECT_EQ(v.use_count(), 1);
+}
+
+// ---- per-thread overrides ---------------------------------------------------
+
+TEST(CurrentTableOverride, PushPopNestPerSlot) {
+  Defaults d;
+  Table t(d.maker());
+  auto a = std::make_shared<int>(1);
+  auto b = std::make_shared<int>(2);
+  Ref host_default = t.get(Table::kHostSlot);
+  t.push(Table::kHostSlot, a);
+  EXPECT_EQ(a.use_count(), 2);  // retained by the stack
+  EXPECT_EQ(t.get(Table::kHostSlot), a);
+  EXPECT_EQ(t.depth(Table::kHostSlot), 1u);
+  t.push(Table::kHostSlot, b);
+  EXPECT_EQ(t.get(Table::kHostSlot), b);
+  // Other slots are not overridden, and pushing made no default for them.
+  EXPECT_EQ(t.depth(0), 0u);
+  EXPECT_EQ(d.made, 1);
+  EXPECT_EQ(*t.get(0), 1000);
+  EXPECT_EQ(t.pop(Table::kHostSlot), b);
+  EXPECT_EQ(t.get(Table::kHostSlot), a);
+  EXPECT_EQ(t.pop(Table::kHostSlot), a);
+  EXPECT_EQ(t.get(Table::kHostSlot), host_default);
+  EXPECT_EQ(t.depth(Table::kHostSlot), 0u);
+  EXPECT_EQ(a.use_count(), 1);
+  EXPECT_EQ(b.use_count(), 1);
+}
+
+TEST(CurrentTableOverride, PushHidesNoDefaultCreation) {
+  Defaults d;
+  Table t(d.maker());
+  auto a = std::make_shared<int>(1);
+  t.push(4, a);
+  EXPECT_EQ(t.get(4), a);
+  EXPECT_EQ(d.made, 0);  // an overridden slot makes no default
+  t.pop(4);
+}
+
+TEST(CurrentTableOverride, PopWithoutPushIsAnError) {
+  Defaults d;
+  Table t(d.maker());
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.pop(3); }));
+  EXPECT_NE(test::error_message([&] { t.pop(3); }).find("nothing was pushed for device 3 on this thread"),
+            std::string::npos);
+  EXPECT_NE(test::error_message([&] { t.pop(Table::kHostSlot); }).find("host slot"), std::string::npos);
+  t.push(0, std::make_shared<int>(1));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.pop(1); }));  // another slot
+  t.pop(0);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.pop(0); }));  // popped already
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.push(0, nullptr); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.push(-2, std::make_shared<int>(1)); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.pop(Table::kMaxDevices); }));
+}
+
+TEST(CurrentTableOverride, OverridesAreKeptPerTable) {
+  Defaults d;
+  Table t1(d.maker());
+  Table t2(d.maker());
+  auto a = std::make_shared<int>(1);
+  t1.push(0, a);
+  EXPECT_EQ(t1.get(0), a);
+  EXPECT_EQ(*t2.get(0), 1000);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t2.pop(0); }));
+  t1.pop(0);
+}
+
+TEST(CurrentTableOverride, OtherThreadsSeeTheProcessSlot) {
+  Defaults d;
+  Table t(d.maker());
+  auto process = std::make_shared<int>(5);
+  auto mine = std::make_shared<int>(6);
+  t.set(0, process);
+  t.push(0, mine);
+  Ref seen_by_other;
+  std::thread([&] { seen_by_other = t.get(0); }).join();
+  EXPECT_EQ(seen_by_other, process);
+  EXPECT_EQ(t.get(0), mine);
+  // The other thread cannot pop what this one pushed.
+  bool other_failed = false;
+  std::thread([&] { other_failed = fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.pop(0); }); }).join();
+  EXPECT_TRUE(other_failed);
+  t.pop(0);
+}
+
+TEST(CurrentTableOverride, SetWhileOverriddenChangesOnlyTheProcessSlot) {
+  Defaults d;
+  Table t(d.maker());
+  auto mine = std::make_shared<int>(1);
+  auto other = std::make_shared<int>(2);
+  t.push(Table::kHostSlot, mine);
+  EXPECT_EQ(t.set(Table::kHostSlot, other), nullptr);
+  EXPECT_EQ(t.get(Table::kHostSlot), mine);  // still the override
+  t.pop(Table::kHostSlot);
+  EXPECT_EQ(t.get(Table::kHostSlot), other);  // now the process slot
+  t.set(Table::kHostSlot, nullptr);
+}
+
+TEST(CurrentTableOverride, LockRefusesPushButAllowsPop) {
+  Defaults d;
+  Table t(d.maker());
+  auto early = std::make_shared<int>(1);
+  t.push(2, early);
+  t.lock(2);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_LOCKED, [&] { t.push(2, std::make_shared<int>(3)); }));
+  EXPECT_EQ(t.depth(2), 1u);
+  EXPECT_EQ(t.get(2), early);  // the override pushed before the lock stays
+  EXPECT_EQ(t.pop(2), early);  // and can be popped
+  EXPECT_EQ(*t.get(2), 1002);  // the locked default
+  EXPECT_EQ(early.use_count(), 1);
+  EXPECT_NO_THROW(t.push(3, early));  // other slots are not locked
+  t.pop(3);
+}
+
+TEST(CurrentTableOverride, ThreadExitDropsItsOverrides) {
+  Defaults d;
+  Table t(d.maker());
+  auto a = std::make_shared<int>(1);
+  auto b = std::make_shared<int>(2);
+  std::thread([&] {
+    t.push(0, a);
+    t.push(0, b);
+    t.push(Table::kHostSlot, a);
+  }).join();  // exits without popping
+  EXPECT_EQ(a.use_count(), 1);
+  EXPECT_EQ(b.use_count(), 1);
+  EXPECT_EQ(*t.get(0), 1000);
+}
+
+TEST(CurrentTableOverride, ThreadsInterleavingKeepTheProcessSlot) {
+  // The RMM failure mode: A pushes, B pushes, A pops, B pops. With a process-wide
+  // save/restore, A's restore would install B's resource for good.
+  Defaults d;
+  Table t(d.maker());
+  auto process = std::make_shared<int>(9);
+  t.set(0, process);
+  auto ra = std::make_shared<int>(1);
+  auto rb = std::make_shared<int>(2);
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return step == s; });
+  };
+  auto advance = [&] {
+    std::lock_guard<std::mutex> l(m);
+    ++step;
+    cv.notify_all();
+  };
+  Ref a_saw, b_saw, a_after, b_after;
+  std::thread ta([&] {
+    wait_for(0);
+    t.push(0, ra);
+    advance();
+    wait_for(2);
+    a_saw = t.get(0);
+    t.pop(0);
+    a_after = t.get(0);
+    advance();
+  });
+  std::thread tb([&] {
+    wait_for(1);
+    t.push(0, rb);
+    advance();
+    wait_for(3);
+    b_saw = t.get(0);
+    t.pop(0);
+    b_after = t.get(0);
+    advance();
+  });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a_saw, ra);
+  EXPECT_EQ(b_saw, rb);
+  EXPECT_EQ(a_after, process);
+  EXPECT_EQ(b_after, process);
+  EXPECT_EQ(t.get(0), process);
+  a_saw.reset();
+  b_saw.reset();
+  EXPECT_EQ(ra.use_count(), 1);
+  EXPECT_EQ(rb.use_count(), 1);
+  t.set(0, nullptr);
+}
+
+TEST(CurrentTableOverride, ConcurrentPushersAndSetters) {
+  Defaults d;
+  Table t(d.maker());
+  constexpr int kThreads = 8, kOps = 2000;
+  std::vector<Ref> own;
+  for (int i = 0; i < kThreads; ++i) own.push_back(std::make_shared<int>(100 + i));
+  auto process_a = std::make_shared<int>(1);
+  auto process_b = std::make_shared<int>(2);
+  std::atomic<int> bad{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < kThreads; ++th)
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < kOps; ++i) {
+        t.push(0, own[static_cast<std::size_t>(th)]);
+        if (t.get(0) != own[static_cast<std::size_t>(th)]) ++bad;
+        if (t.pop(0) != own[static_cast<std::size_t>(th)]) ++bad;
+        Ref r = t.get(0);  // the process slot: a default or one of the main thread's
+        if (!r || (*r >= 100 && *r < 100 + kThreads)) ++bad;
+      }
+    });
+  std::thread setter([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      t.set(0, i % 3 == 0 ? nullptr : (i % 3 == 1 ? process_a : process_b));
+      t.set_if_unset(0, process_a);
+      Ref r = t.get(0);
+      if (!r || (*r >= 100 && *r < 100 + kThreads)) ++bad;
+    }
+  });
+  for (auto& x : threads) x.join();
+  stop = true;
+  setter.join();
+  EXPECT_EQ(bad, 0);
+  t.set(0, nullptr);
+  for (const Ref& v : own) EXPECT_EQ(v.use_count(), 1);
+  EXPECT_EQ(process_a.use_count(), 1);
+}
+
+// ---- set_if_unset ---------------------------------------------------------------
+
+TEST(CurrentTableSetIfUnset, InstallsOnlyIntoAnUnsetSlot) {
+  Defaults d;
+  Table t(d.maker());
+  auto lib = std::make_shared<int>(1);
+  auto app = std::make_shared<int>(2);
+  auto lib2 = std::make_shared<int>(3);
+  EXPECT_TRUE(t.set_if_unset(0, lib));  // never touched: installs
+  EXPECT_EQ(t.get(0), lib);
+  EXPECT_TRUE(t.is_set(0));
+  EXPECT_FALSE(t.set_if_unset(0, lib2));  // a set-if-unset counts as set
+  EXPECT_EQ(t.get(0), lib);
+  EXPECT_EQ(t.set(0, app), lib);  // the application may still override it
+  EXPECT_FALSE(t.set_if_unset(0, lib2));
+  EXPECT_EQ(t.get(0), app);
+  EXPECT_EQ(t.set(0, nullptr), app);  // reset: unset again
+  EXPECT_FALSE(t.is_set(0));
+  EXPECT_TRUE(t.set_if_unset(0, lib2));
+  EXPECT_EQ(t.get(0), lib2);
+  t.set(0, nullptr);
+  EXPECT_EQ(d.made, 0);
+  EXPECT_EQ(lib.use_count(), 1);
+  EXPECT_EQ(lib2.use_count(), 1);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.set_if_unset(0, nullptr); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { t.set_if_unset(-5, lib); }));
+}
+
+TEST(CurrentTableSetIfUnset, TheDefaultDoesNotCountAsSet) {
+  Defaults d;
+  Table t(d.maker());
+  Ref dflt = t.get(1);
+  EXPECT_FALSE(t.is_set(1));
+  auto lib = std::make_shared<int>(1);
+  EXPECT_TRUE(t.set_if_unset(1, lib));
+  EXPECT_EQ(t.get(1), lib);
+  EXPECT_EQ(*dflt, 1001);         // a holder of the replaced default keeps it
+  EXPECT_EQ(dflt.use_count(), 1);  // and the table let go of it
+  t.set(1, nullptr);
+}
+
+TEST(CurrentTableSetIfUnset, LockedSlotsInstallNothing) {
+  Defaults d;
+  Table t(d.maker());
+  auto lib = std::make_shared<int>(1);
+  t.lock(2);  // unset: locks its default
+  EXPECT_FALSE(t.set_if_unset(2, lib));
+  EXPECT_EQ(*t.get(2), 1002);
+  auto app = std::make_shared<int>(2);
+  t.set(3, app);
+  t.lock(3);
+  EXPECT_FALSE(t.set_if_unset(3, lib));
+  EXPECT_EQ(t.get(3), app);
+  EXPECT_EQ(lib.use_count(), 1);
+}
+
+TEST(CurrentTableSetIfUnset, IgnoresTheCallersOverride) {
+  Defaults d;
+  Table t(d.maker());
+  auto mine = std::make_shared<int>(1);
+  auto lib = std::make_shared<int>(2);
+  t.push(0, mine);
+  EXPECT_TRUE(t.set_if_unset(0, lib));  // the process slot was unset
+  EXPECT_EQ(t.get(0), mine);            // this thread still sees its override
+  Ref other;
+  std::thread([&] { other = t.get(0); }).join();
+  EXPECT_EQ(other, lib);
+  t.pop(0);
+  EXPECT_EQ(t.get(0), lib);
+  t.set(0, nullptr);
 }
 
 }  // namespace

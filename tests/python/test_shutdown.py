@@ -83,6 +83,22 @@ SCRIPTS = {
             buf = tether.Buffer(16, device=tether.HOST)
             sys.exit(0)
     """,
+    "overrides still pushed at exit, on the main thread and in daemon threads": """
+        import threading, time
+        import tether
+        pool = tether.PoolResource(tether.HostResource())
+        tether.push_current_resource(pool, tether.HOST)  # never popped: released at exit
+        kept = tether.Buffer(64, device=tether.HOST)
+        def spin():
+            mine = tether.PoolResource(tether.HostResource())
+            with tether.using(mine, tether.HOST):
+                while True:
+                    tether.Buffer(128, device=tether.HOST).close()
+        for _ in range(3):
+            threading.Thread(target=spin, daemon=True).start()
+        time.sleep(0.2)
+        pool.close()
+    """,
     "module attribute of an imported module": """
         import sys, types
         import tether

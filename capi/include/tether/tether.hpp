@@ -638,32 +638,75 @@ inline bool is_current_resource_locked(int device) {
   return locked != 0;
 }
 
-/// "Use this resource for this scope": installs a resource as current for a
-/// slot and restores the previous one when the scope ends. Not copyable or
-/// movable. Guards on one slot must nest (the last one made is destroyed first);
-/// the table is process-wide, so other threads see the change too.
+/// Library-safe default: install `res` in `device`'s process slot only if no
+/// one has explicitly set that slot and it is not locked; true if it did. The
+/// slot's lazily created default does not count as set; reset_current_resource()
+/// makes a slot unset again. Throws invalid_argument_error for an empty `res`
+/// or memory not usable as `device`'s.
+inline bool set_current_resource_if_unset(const resource& res, int device) {
+  int installed = 0;
+  check(tether_current_resource_set_if_unset(device, res.get(), &installed));
+  return installed != 0;
+}
+
+/// set_current_resource_if_unset() in the slot `res`'s memory belongs to (see set_current_resource(res)).
+inline bool set_current_resource_if_unset(const resource& res) {
+  return set_current_resource_if_unset(res, res.device());
+}
+
+/// Push `res` on the calling thread's override stack for `device`: until
+/// popped, current_resource(device) on this thread returns it, other threads
+/// keep seeing the process slot. The stack holds its own reference. Throws
+/// locked_error if the slot is locked, invalid_argument_error for an empty
+/// `res` or memory not usable as `device`'s. Prefer scoped_resource.
+inline void push_current_resource(const resource& res, int device) {
+  check(tether_current_resource_push(device, res.get()));
+}
+
+/// push_current_resource() onto the slot `res`'s memory belongs to (see set_current_resource(res)).
+inline void push_current_resource(const resource& res) { push_current_resource(res, res.device()); }
+
+/// Pop the calling thread's top override for `device` (the stack's reference
+/// is released). Throws invalid_argument_error if this thread pushed nothing
+/// for that slot.
+inline void pop_current_resource(int device) { check(tether_current_resource_pop(device)); }
+
+/// "Use this resource for this scope, on this thread": pushes `res` on the
+/// calling thread's override stack for a slot and pops it when the scope ends.
+/// Other threads keep seeing the process slot; a set_current_resource() from
+/// anywhere meanwhile changes the process slot, not this override. Guards on
+/// one slot must nest on their thread (the last one made is destroyed first),
+/// and a guard must be destroyed on the thread that made it, so it is not
+/// copyable or movable.
 class scoped_resource {
  public:
-  /// Install `res` for `device`; throws like set_current_resource().
+  /// Push `res` for `device` (device_current is resolved now, once); throws
+  /// like push_current_resource() (locked_error on a locked slot).
   scoped_resource(const resource& res, int device)
-      : device_(device), previous_(set_current_resource(res, device)) {}
-  /// Install `res` in the slot its memory belongs to (see set_current_resource(res)).
+      : device_(device == device_current ? cuda_current_device_() : device),
+        previous_(current_resource(device_)) {
+    push_current_resource(res, device_);
+  }
+  /// Push `res` onto the slot its memory belongs to (see set_current_resource(res)).
   explicit scoped_resource(const resource& res) : scoped_resource(res, res.device()) {}
   scoped_resource(const scoped_resource&) = delete;
   scoped_resource& operator=(const scoped_resource&) = delete;
-  /// Put the previous resource back (an unset slot goes back to unset). Errors
-  /// (a slot locked meanwhile) are swallowed: destructors never throw.
-  ~scoped_resource() {
-    tether_resource_t* ours = nullptr;
-    if (tether_current_resource_set(device_, previous_.get(), &ours) == TETHER_OK)
-      (void)tether_resource_release(ours);
-  }
-  /// The slot this guard manages.
+  /// Pop the override. Never throws (destructors must not).
+  ~scoped_resource() { (void)tether_current_resource_pop(device_); }
+  /// The slot this guard manages (device_current already resolved).
   int device() const noexcept { return device_; }
-  /// The resource that was current before (restored on destruction); may be empty.
+  /// What current_resource(device()) returned on this thread just before the
+  /// push (an outer guard's resource, or the process slot's, its default
+  /// included); what the thread sees again after this guard is destroyed,
+  /// unless the process slot was set meanwhile.
   const resource& previous() const noexcept { return previous_; }
 
  private:
+  static int cuda_current_device_() {
+    int d = 0;
+    check(tether_cuda_get_current_device(&d));
+    return d;
+  }
   int device_;
   resource previous_;
 };

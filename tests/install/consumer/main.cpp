@@ -14,6 +14,7 @@ int main() {
       return 1;
     }
     tether::check_abi_version();
+    (void)tether::current_resource(tether::device_host);  // the slot's default is no leak
     const std::size_t base = tether::live_objects();
     {
       tether::resource stats = tether::statistics_adaptor(tether::host_resource());
