@@ -22,8 +22,10 @@ try:
         from cuda.core.experimental import Buffer as _CoreBuffer, MemoryResource as _CoreMemoryResource
         from cuda.core.experimental import Stream as _CoreStream
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with cuda.core hidden
-    raise ImportError("tether.cuda_core needs cuda.core, which is not installed (or failed to import): "
-                      "pip install cuda-core (or pip install tether[cuda])", name="cuda.core") from e
+    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
+    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
+    raise _error("tether.cuda_core needs cuda.core, which is not installed (or failed to import): "
+                 "pip install cuda-core (or pip install tether[cuda])", name="cuda.core") from e
 
 from ._buffer import Buffer
 from ._convert import parse_size, stream_value

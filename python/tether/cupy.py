@@ -16,8 +16,10 @@ try:
     import cupy as _cupy
     import cupy.cuda as _cupy_cuda
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with CuPy hidden
-    raise ImportError("tether.cupy needs CuPy, which is not installed (or failed to import): "
-                      "pip install cupy-cuda13x (or cupy-cuda12x for CUDA 12)", name="cupy") from e
+    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
+    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
+    raise _error("tether.cupy needs CuPy, which is not installed (or failed to import): "
+                 "pip install cupy-cuda13x (or cupy-cuda12x for CUDA 12)", name="cupy") from e
 
 from ._buffer import Buffer
 from ._errors import closed_error, error_for
@@ -30,6 +32,13 @@ _create = lib._tether_py_buffer_create
 _ptr_of = lib._tether_py_buffer_ptr
 _last_status = lib._tether_py_last_status
 _NULL = ffi.NULL
+
+_get_device_id = getattr(_cupy_cuda, "get_device_id", None) or _cupy_cuda.runtime.getDevice
+if int(_cupy.__version__.split(".")[0]) >= 13:
+    _get_current_stream = _cupy_cuda.get_current_stream  # (device_id=-1): no second device query
+else:  # pragma: no cover - CuPy 12 and older take no device_id
+    def _get_current_stream(device_id, _get=_cupy_cuda.get_current_stream):
+        return _get()
 
 # The allocator CuPy used before the first enable(); disable() puts it back.
 _saved_allocator = None
@@ -69,8 +78,8 @@ def allocator(resource: Resource | None = None):
     # front, so every name it uses is a local or a closure cell, and the
     # tether Buffer is built directly from its handle (what Buffer() does,
     # minus the argument conversion: size is CuPy's size_t and the stream an int).
-    get_device_id = _cupy_cuda.get_device_id
-    get_current_stream = _cupy_cuda.get_current_stream
+    get_device_id = _get_device_id
+    get_current_stream = _get_current_stream
     UnownedMemory = _cupy_cuda.UnownedMemory
     MemoryPointer = _cupy_cuda.MemoryPointer
     new_buffer = Buffer.__new__

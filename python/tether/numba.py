@@ -26,7 +26,9 @@ try:
     from numba.cuda import HostOnlyCUDAMemoryManager, MemoryPointer
     from numba.cuda.cudadrv import driver as _numba_driver
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with Numba hidden
-    raise ImportError("tether.numba needs Numba's CUDA target, which is not installed (or failed to "
+    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
+    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
+    raise _error("tether.numba needs Numba's CUDA target, which is not installed (or failed to "
                       "import): pip install numba-cuda[cu13] (or numba-cuda[cu12])", name="numba") from e
 
 from ._buffer import Buffer

@@ -14,8 +14,10 @@ from __future__ import annotations
 try:
     import rmm.mr as _rmm_mr
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with RMM hidden
-    raise ImportError("tether.rmm needs RMM, which is not installed (or failed to import): "
-                      "pip install rmm-cu13 (or rmm-cu12)", name="rmm") from e
+    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
+    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
+    raise _error("tether.rmm needs RMM, which is not installed (or failed to import): "
+                 "pip install rmm-cu13 (or rmm-cu12)", name="rmm") from e
 
 from ._buffer import Buffer
 from ._convert import stream_value

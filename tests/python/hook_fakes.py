@@ -85,7 +85,7 @@ class FakeCupy:
                        get_allocator=lambda: state["allocator"])
         self.default_pool_malloc = default_pool.malloc
         state["allocator"] = self.default_pool_malloc
-        self.modules = {"cupy": _module("cupy", cuda=cuda, get_default_memory_pool=lambda: default_pool),
+        self.modules = {"cupy": _module("cupy", __version__="14.2.0", cuda=cuda, get_default_memory_pool=lambda: default_pool),
                         "cupy.cuda": cuda}
         self.state = state
 
