@@ -14,7 +14,10 @@ pages are read, warns about
   declaration of tether.hpp (one with a ``///`` comment) that is not documented;
 * Python: a documented ``tether.*`` object the package does not define, a
   public name (``__all__``, a class's public members) that is not documented,
-  and a signature whose parameters or defaults differ from the code.
+  and a signature whose parameters or defaults differ from the code - for the
+  package and for each public submodule with an ``__all__`` (the hooks:
+  ``tether.cupy``, ``tether.numba`` ...; their classes' own public members
+  too, not what they inherit from the other library).
 
 Run the build with ``-W`` and each warning fails it.
 """
@@ -141,7 +144,16 @@ class PyPackage:
                 self.modules[name] = ast.parse(f.read(), filename=path)
         self.classes: dict[str, ast.ClassDef] = {}
         self.functions: dict[str, ast.FunctionDef] = {}  # "name" or "debug.name"
+        # Public submodules with an __all__ (tether.cupy, ...): checked on their own, as
+        # tether.<module>.<name>; their classes stay out of the package's namespace.
+        self.submodules: dict[str, dict[str, ast.AST]] = {}
         for mod_name, mod in self.modules.items():
+            if not mod_name.startswith("_") and mod_name != "debug" and self._all(mod_name):
+                self.submodules[mod_name] = {n.name: n for n in mod.body
+                                             if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        for mod_name, mod in self.modules.items():
+            if mod_name in self.submodules:
+                continue
             for node in mod.body:
                 if isinstance(node, ast.ClassDef):
                     self.classes[node.name] = node
@@ -360,6 +372,10 @@ def _check_py(py: PyPackage, doc: dict) -> None:
     for name in py.debug_all:
         if f"tether.debug.{name}" not in doc:
             warn(f"tether.debug.{name} is in tether.debug.__all__ but not documented")
+    for mod in sorted(py.submodules):
+        for name in py._all(mod):
+            if f"tether.{mod}.{name}" not in doc:
+                warn(f"tether.{mod}.{name} is in tether.{mod}.__all__ but not documented")
 
     documented_classes = {k[len("tether."):] for k, (t, _, _) in doc.items()
                           if t in ("class", "exception") and k.count(".") == 1}
@@ -368,6 +384,9 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         parts = full.split(".")
         if parts[0] != "tether":
             warn(f"documented Python object {full} is outside the tether package", where)
+            continue
+        if len(parts) >= 3 and parts[1] in py.submodules:
+            _check_submodule_object(py, parts[1], parts[2:], objtype, sig, doc, warn, where)
             continue
         if len(parts) == 2:
             name = parts[1]
@@ -419,6 +438,50 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         for member, owner in sorted(py.public_members(cls).items()):
             if not any(f"tether.{c}.{member}" in doc for c in py.ancestry(cls) if c in documented_classes):
                 warn(f"tether.{cls}.{member} is public (defined in {owner}) but not documented")
+
+
+def _check_submodule_object(py: PyPackage, mod: str, path: list[str], objtype: str, sig, doc: dict,
+                            warn, where) -> None:
+    """A documented tether.<mod>.<name> or tether.<mod>.<Class>.<member> of a public submodule."""
+    full = ".".join(["tether", mod] + path)
+    names = py.submodules[mod]
+    node = names.get(path[0])
+    if path[0] not in py._all(mod) or node is None:
+        warn(f"documented {full}: tether.{mod}.__all__ has no function or class {path[0]}", where)
+        return
+    if len(path) == 1:
+        if objtype in ("class", "exception"):
+            if not isinstance(node, ast.ClassDef):
+                warn(f"{full} is documented as a class but is not one", where)
+                return
+            init = next((i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"), None)
+            if init is not None:
+                _compare(full, _signature(init, True), _doc_params(sig), warn, where)
+            for item in node.body:  # the class's own public members (not the other library's)
+                member = getattr(item, "name", None)
+                if member and not member.startswith("_") and f"{full}.{member}" not in doc:
+                    warn(f"{full}.{member} is public but not documented")
+        elif objtype == "function":
+            if not isinstance(node, ast.FunctionDef):
+                warn(f"{full} is documented as a function but is not one", where)
+            else:
+                _compare(full, _signature(node, False), _doc_params(sig), warn, where)
+        return
+    if len(path) != 2 or not isinstance(node, ast.ClassDef):
+        warn(f"documented Python object {full} is nested too deeply to check", where)
+        return
+    member = next((i for i in node.body if getattr(i, "name", None) == path[1]), None)
+    if member is None:
+        warn(f"documented {full}: tether.{mod}.{path[0]} has no member {path[1]}", where)
+    elif objtype == "method":
+        if not isinstance(member, ast.FunctionDef):
+            warn(f"{full} is documented as a method but is not one", where)
+        else:
+            _compare(full, _signature(member, True), _doc_params(sig), warn, where)
+    elif objtype == "property":
+        if not (isinstance(member, ast.FunctionDef)
+                and any(getattr(d, "id", None) == "property" for d in member.decorator_list)):
+            warn(f"{full} is documented as a property but is not one", where)
 
 
 def _normalize_default(text: str | None) -> str | None:
