@@ -104,6 +104,7 @@ class TetherMemoryManager(HostOnlyCUDAMemoryManager):
         The returned ``MemoryPointer``'s finalizer closes the tether Buffer, which
         frees into the resource it came from.
         """
+        size = int(size)  # Numba may compute it as a numpy integer; cffi wants an int
         ctx = self.context
         dev = ctx.device.id
         res = _resource
