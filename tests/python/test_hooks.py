@@ -41,12 +41,15 @@ def _forget(monkeypatch, name: str) -> None:
 def hook(monkeypatch):
     """hook(name, fake): import tether.<name> against ``fake``; forgotten again after the test,
     so no later test (a GPU test with the real library) sees the fake-bound module."""
+    loaded = []
+
     def load(name, fake):
         hook_fakes.install(monkeypatch, fake)
-        _forget(monkeypatch, name)
+        _forget(monkeypatch, name)  # undone after this teardown: a real one imported earlier comes back
+        loaded.append(name)
         return importlib.import_module(name)
     yield load
-    for name in HOOKS:
+    for name in loaded:
         sys.modules.pop(name, None)
         tether.__dict__.pop(name.split(".")[1], None)
 
