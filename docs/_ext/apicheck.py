@@ -14,7 +14,10 @@ pages are read, warns about
   declaration of tether.hpp (one with a ``///`` comment) that is not documented;
 * Python: a documented ``tether.*`` object the package does not define, a
   public name (``__all__``, a class's public members) that is not documented,
-  and a signature whose parameters or defaults differ from the code.
+  and a signature whose parameters or defaults differ from the code - for the
+  package and for each public submodule with an ``__all__`` (the hooks:
+  ``tether.cupy``, ``tether.numba`` ...; their classes' own public members
+  too, not what they inherit from the other library).
 
 Run the build with ``-W`` and each warning fails it.
 """
@@ -140,27 +143,29 @@ class PyPackage:
             with open(path, encoding="utf-8") as f:
                 self.modules[name] = ast.parse(f.read(), filename=path)
         self.classes: dict[str, ast.ClassDef] = {}
-        self.functions: dict[str, ast.FunctionDef] = {}  # "name" or "submodule.name"
-        # Public submodules (tether.debug, the hooks tether.torch, ...): every
-        # module whose name has no leading underscore.
-        self.submodules = sorted(m for m in self.modules if not m.startswith("_"))
-        self.sub_classes: dict[str, ast.ClassDef] = {}   # "submodule.Class"
+        self.functions: dict[str, ast.FunctionDef] = {}  # "name" or "debug.name"
+        # Public submodules with an __all__ (tether.cupy, ...): checked on their own, as
+        # tether.<module>.<name>; their classes stay out of the package's namespace.
+        self.submodules: dict[str, dict[str, ast.AST]] = {}
         for mod_name, mod in self.modules.items():
+            if not mod_name.startswith("_") and mod_name != "debug" and self._all(mod_name):
+                self.submodules[mod_name] = {n.name: n for n in mod.body
+                                             if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        for mod_name, mod in self.modules.items():
+            if mod_name in self.submodules:
+                continue
             for node in mod.body:
                 if isinstance(node, ast.ClassDef):
-                    if mod_name in self.submodules:
-                        self.sub_classes[f"{mod_name}.{node.name}"] = node
-                    else:
-                        self.classes[node.name] = node
-                elif isinstance(node, ast.FunctionDef) and (mod_name == "__init__" or mod_name in self.submodules):
-                    key = node.name if mod_name == "__init__" else f"{mod_name}.{node.name}"
+                    self.classes[node.name] = node
+                elif isinstance(node, ast.FunctionDef) and mod_name in ("__init__", "debug"):
+                    key = node.name if mod_name == "__init__" else f"debug.{node.name}"
                     self.functions[key] = node
         for mod_name in ("_resources", "_cuda", "_current", "_buffer", "_convert", "_errors"):
             for node in self.modules.get(mod_name, ast.Module(body=[])).body:
                 if isinstance(node, ast.FunctionDef):
                     self.functions.setdefault(node.name, node)
         self.all = self._all("__init__")
-        self.sub_all = {m: self._all(m) for m in self.submodules}
+        self.debug_all = self._all("debug")
 
     def _all(self, module: str) -> list[str]:
         for node in self.modules.get(module, ast.Module(body=[])).body:
@@ -359,14 +364,16 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         logger.warning("apicheck: " + msg, location=where, type="apicheck")
 
     for name in py.all:
-        if name in py.submodules:
-            continue  # checked through the submodule's own __all__ below
-        if f"tether.{name}" not in doc:
+        if name == "debug":
+            if not any(k.startswith("tether.debug.") for k in doc):
+                warn("tether.debug is public but none of its functions is documented")
+        elif f"tether.{name}" not in doc:
             warn(f"tether.{name} is in tether.__all__ but not documented")
-    for mod, names in py.sub_all.items():
-        if not names:
-            warn(f"tether.{mod} is a public module without __all__ (say what it exports)")
-        for name in names:
+    for name in py.debug_all:
+        if f"tether.debug.{name}" not in doc:
+            warn(f"tether.debug.{name} is in tether.debug.__all__ but not documented")
+    for mod in sorted(py.submodules):
+        for name in py._all(mod):
             if f"tether.{mod}.{name}" not in doc:
                 warn(f"tether.{mod}.{name} is in tether.{mod}.__all__ but not documented")
 
@@ -377,6 +384,9 @@ def _check_py(py: PyPackage, doc: dict) -> None:
         parts = full.split(".")
         if parts[0] != "tether":
             warn(f"documented Python object {full} is outside the tether package", where)
+            continue
+        if len(parts) >= 3 and parts[1] in py.submodules:
+            _check_submodule_object(py, parts[1], parts[2:], objtype, sig, doc, warn, where)
             continue
         if len(parts) == 2:
             name = parts[1]
@@ -398,8 +408,12 @@ def _check_py(py: PyPackage, doc: dict) -> None:
                     warn(f"tether.{name} is documented as a function but is not one", where)
                 else:
                     _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
-        elif parts[1] in py.submodules:
-            _check_submodule_object(py, full, parts[1], parts[2:], objtype, sig, warn, where)
+        elif parts[1] == "debug" and len(parts) == 3:
+            fn = py.functions.get(f"debug.{parts[2]}")
+            if parts[2] not in py.debug_all or fn is None:
+                warn(f"documented {full} is not a public function of tether.debug", where)
+            else:
+                _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
         elif len(parts) == 3:
             cls, member = parts[1], parts[2]
             node = py.member(cls, member)
@@ -426,38 +440,48 @@ def _check_py(py: PyPackage, doc: dict) -> None:
                 warn(f"tether.{cls}.{member} is public (defined in {owner}) but not documented")
 
 
-def _check_submodule_object(py: PyPackage, full, mod, rest, objtype, sig, warn, where) -> None:
-    """tether.<mod>.<name> (a function or class) or tether.<mod>.<Class>.<member>."""
-    name = rest[0] if rest else ""
-    if name not in py.sub_all.get(mod, []):
-        warn(f"documented {full} is not in tether.{mod}.__all__", where)
+def _check_submodule_object(py: PyPackage, mod: str, path: list[str], objtype: str, sig, doc: dict,
+                            warn, where) -> None:
+    """A documented tether.<mod>.<name> or tether.<mod>.<Class>.<member> of a public submodule."""
+    full = ".".join(["tether", mod] + path)
+    names = py.submodules[mod]
+    node = names.get(path[0])
+    if path[0] not in py._all(mod) or node is None:
+        warn(f"documented {full}: tether.{mod}.__all__ has no function or class {path[0]}", where)
         return
-    if len(rest) == 1:
-        if objtype == "function":
-            fn = py.functions.get(f"{mod}.{name}")
-            if fn is None:
-                warn(f"{full} is documented as a function but is not one", where)
-            else:
-                _compare(full, _signature(fn, False), _doc_params(sig), warn, where)
-        elif objtype in ("class", "exception"):
-            cls = py.sub_classes.get(f"{mod}.{name}")
-            if cls is None:
+    if len(path) == 1:
+        if objtype in ("class", "exception"):
+            if not isinstance(node, ast.ClassDef):
                 warn(f"{full} is documented as a class but is not one", where)
                 return
-            init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-            if init is not None and objtype == "class":
+            init = next((i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"), None)
+            if init is not None:
                 _compare(full, _signature(init, True), _doc_params(sig), warn, where)
+            for item in node.body:  # the class's own public members (not the other library's)
+                member = getattr(item, "name", None)
+                if member and not member.startswith("_") and f"{full}.{member}" not in doc:
+                    warn(f"{full}.{member} is public but not documented")
+        elif objtype == "function":
+            if not isinstance(node, ast.FunctionDef):
+                warn(f"{full} is documented as a function but is not one", where)
+            else:
+                _compare(full, _signature(node, False), _doc_params(sig), warn, where)
         return
-    cls = py.sub_classes.get(f"{mod}.{name}")
-    members = {n.name for n in (cls.body if cls else []) if isinstance(n, ast.FunctionDef)}
-    members |= {getattr(n.target, "id", "") for n in (cls.body if cls else []) if isinstance(n, ast.AnnAssign)}
-    if len(rest) != 2 or cls is None or (rest[1] not in members and not _inherits_unknown(cls)):
-        warn(f"documented {full}: tether.{mod}.{name} has no member {'.'.join(rest[1:])}", where)
-
-
-def _inherits_unknown(cls: ast.ClassDef) -> bool:
-    """A class deriving from another library's class may document members it inherits."""
-    return any(not (isinstance(b, ast.Name) and b.id in ("object", "NamedTuple")) for b in cls.bases)
+    if len(path) != 2 or not isinstance(node, ast.ClassDef):
+        warn(f"documented Python object {full} is nested too deeply to check", where)
+        return
+    member = next((i for i in node.body if getattr(i, "name", None) == path[1]), None)
+    if member is None:
+        warn(f"documented {full}: tether.{mod}.{path[0]} has no member {path[1]}", where)
+    elif objtype == "method":
+        if not isinstance(member, ast.FunctionDef):
+            warn(f"{full} is documented as a method but is not one", where)
+        else:
+            _compare(full, _signature(member, True), _doc_params(sig), warn, where)
+    elif objtype == "property":
+        if not (isinstance(member, ast.FunctionDef)
+                and any(getattr(d, "id", None) == "property" for d in member.decorator_list)):
+            warn(f"{full} is documented as a property but is not one", where)
 
 
 def _normalize_default(text: str | None) -> str | None:

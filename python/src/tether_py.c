@@ -31,6 +31,12 @@ tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int devic
   return out;
 }
 
+uintptr_t _tether_py_buffer_ptr(tether_buffer_t* buffer) {
+  void* p = NULL;
+  if (tether_buffer_get_ptr(buffer, &p) != TETHER_OK) return 0;
+  return (uintptr_t)p;
+}
+
 uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t alignment,
                               tether_stream_t stream) {
   void* p = NULL;

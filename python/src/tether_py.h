@@ -14,6 +14,11 @@
 tether_buffer_t* _tether_py_buffer_create(tether_resource_t* resource, int device, size_t size,
                                           tether_stream_t stream);
 
+/* tether_buffer_get_ptr() returning the address as an integer: 0 for a 0-byte
+   buffer or a dead handle (the hooks read it right after creating the buffer,
+   where the handle cannot be dead). Saves the out-parameter cdata per call. */
+uintptr_t _tether_py_buffer_ptr(tether_buffer_t* buffer);
+
 /* tether_resource_allocate() returning the address: 0 for size 0 or on
    failure; the status (TETHER_OK on success) in _tether_py_last_status(). */
 uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t alignment,

@@ -1,0 +1,224 @@
+"""Small stand-ins for CuPy, Numba, cuda.core and RMM, for the CPU tests of the hooks.
+
+Each fake reproduces only the API surface a hook uses, with the real
+signatures and the real ownership behaviour (who keeps what alive, who calls
+the free and with which arguments) - taken from the libraries' sources:
+
+* CuPy: ``cupy.cuda.get_device_id()``, ``get_current_stream(device_id=-1)``
+  (an object with ``.ptr``), ``UnownedMemory(ptr, size, owner, device_id=-1)``
+  (keeps ``owner`` as ``_owner``), ``MemoryPointer(mem, offset)``,
+  ``set_allocator``/``get_allocator``, ``get_default_memory_pool().malloc``.
+* Numba: ``HostOnlyCUDAMemoryManager(context=...)`` with ``reset``/
+  ``defer_cleanup``; ``MemoryPointer(context, pointer, size, owner=None,
+  finalizer=None)`` calls the finalizer through ``weakref.finalize`` when it
+  dies; ``cudadrv.driver.binding.CUdeviceptr``.
+* cuda.core: ``Buffer.from_handle(ptr, size, mr=None, owner=None, *,
+  stream=None)``; closing or collecting a Buffer with an mr calls
+  ``mr.deallocate(int(ptr), size, stream=<recorded stream>)``.
+* RMM: ``rmm.mr.CallbackMemoryResource(allocate_func, deallocate_func)``,
+  callbacks get ``(nbytes, Stream)`` / ``(ptr, nbytes, Stream)``; a ``Stream``
+  implements ``__cuda_stream__``.
+
+The machine running these has no GPU, so the fakes' "current device" is
+tether.HOST - the tests then exercise the hooks' real logic against the host
+slot of tether's table; the GPU tests run the same paths with the real libraries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+import weakref
+
+import tether
+
+
+def _module(name: str, **attrs) -> types.ModuleType:
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    return m
+
+
+class _Stream:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+# ---- CuPy ---------------------------------------------------------------------
+
+class FakeCupy:
+    """State of the fake: the current device and stream it reports."""
+
+    def __init__(self) -> None:
+        self.device = tether.HOST
+        self.stream = 0
+        fake = self
+
+        class UnownedMemory:
+            def __init__(self, ptr, size, owner, device_id=-1):
+                self.ptr, self.size, self._owner, self.device_id = ptr, size, owner, device_id
+
+        class MemoryPointer:
+            def __init__(self, mem, offset):
+                self.mem, self.ptr = mem, mem.ptr + offset
+
+        class MemoryPool:
+            def malloc(self, size):  # pragma: no cover - only compared, never called
+                raise AssertionError("the default pool must not be used")
+
+        default_pool = MemoryPool()
+        state = {"allocator": None}
+
+        def get_current_stream(device_id=-1):
+            assert device_id in (-1, fake.device)
+            return _Stream(fake.stream)
+
+        def set_allocator(allocator=None):
+            state["allocator"] = allocator
+
+        cuda = _module("cupy.cuda", get_device_id=lambda: fake.device, get_current_stream=get_current_stream,
+                       UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer, set_allocator=set_allocator,
+                       get_allocator=lambda: state["allocator"])
+        self.default_pool_malloc = default_pool.malloc
+        state["allocator"] = self.default_pool_malloc
+        self.modules = {"cupy": _module("cupy", __version__="14.2.0", cuda=cuda, get_default_memory_pool=lambda: default_pool),
+                        "cupy.cuda": cuda}
+        self.state = state
+
+
+# ---- Numba --------------------------------------------------------------------
+
+class FakeNumba:
+    def __init__(self) -> None:
+        class CUdeviceptr:
+            def __init__(self, value=0):
+                self.value = value
+
+            def __int__(self):
+                return self.value
+
+        class HostOnlyCUDAMemoryManager:
+            def __init__(self, *args, **kwargs):
+                if "context" not in kwargs:
+                    raise RuntimeError("Memory manager requires a context")
+                self.context = kwargs.pop("context")
+                self.allocations = {}
+                self.resets = 0
+
+            def reset(self):
+                self.allocations.clear()
+                self.resets += 1
+
+            @contextlib.contextmanager
+            def defer_cleanup(self):
+                yield
+
+        class MemoryPointer:
+            def __init__(self, context, pointer, size, owner=None, finalizer=None):
+                self.context, self.device_pointer, self.size = context, pointer, size
+                if finalizer is not None:
+                    self._finalizer = weakref.finalize(self, finalizer)
+
+        self.managers = []
+
+        def set_memory_manager(cls):
+            dummy = cls(context=None)
+            assert dummy.interface_version == 1
+            self.managers.append(cls)
+
+        binding = _module("cuda.bindings.driver", CUdeviceptr=CUdeviceptr)
+        driver = _module("numba.cuda.cudadrv.driver", binding=binding)
+        cudadrv = _module("numba.cuda.cudadrv", driver=driver)
+        cuda = _module("numba.cuda", HostOnlyCUDAMemoryManager=HostOnlyCUDAMemoryManager,
+                       MemoryPointer=MemoryPointer, set_memory_manager=set_memory_manager, cudadrv=cudadrv)
+        self.CUdeviceptr = CUdeviceptr
+        self.modules = {"numba": _module("numba", cuda=cuda), "numba.cuda": cuda,
+                        "numba.cuda.cudadrv": cudadrv, "numba.cuda.cudadrv.driver": driver}
+
+
+class FakeContext:
+    def __init__(self, device_id: int) -> None:
+        self.device = types.SimpleNamespace(id=device_id)
+
+
+# ---- cuda.core ------------------------------------------------------------------
+
+class FakeCudaCore:
+    def __init__(self) -> None:
+        class Stream:
+            def __init__(self, handle):
+                self.handle = handle
+
+            @staticmethod
+            def from_handle(handle):
+                return Stream(handle)
+
+            def __cuda_stream__(self):
+                return (0, self.handle)
+
+        default = Stream(1)  # the legacy default stream token
+
+        class MemoryResource:
+            pass
+
+        class Buffer:
+            def __init__(self, *args, **kwargs):
+                raise RuntimeError("Buffer objects cannot be instantiated directly")
+
+            @staticmethod
+            def from_handle(ptr, size, mr=None, owner=None, *, stream=None):
+                if mr is not None and owner is not None:
+                    raise ValueError("owner and memory resource cannot be both specified together")
+                b = Buffer.__new__(Buffer)
+                b.handle, b.size, b.memory_resource, b.owner = ptr, size, mr, owner
+                b._stream = (stream if stream is not None else default) if mr is not None else None
+                b._open = True
+                return b
+
+            def close(self, stream=None):
+                if not self._open:
+                    return
+                self._open = False
+                if self.memory_resource is not None:
+                    self.memory_resource.deallocate(int(self.handle), self.size,
+                                                    stream=stream if stream is not None else self._stream)
+                self.owner = None
+
+            def __del__(self):
+                self.close()
+
+        self.Stream, self.Buffer, self.MemoryResource = Stream, Buffer, MemoryResource
+        core = _module("cuda.core", Buffer=Buffer, MemoryResource=MemoryResource, Stream=Stream)
+        self.modules = {"cuda": _module("cuda", core=core), "cuda.core": core}
+
+
+# ---- RMM ------------------------------------------------------------------------
+
+class FakeRmm:
+    def __init__(self) -> None:
+        class DeviceMemoryResource:
+            pass
+
+        class CallbackMemoryResource(DeviceMemoryResource):
+            def __init__(self, allocate_func, deallocate_func):
+                self._allocate_func, self._deallocate_func = allocate_func, deallocate_func
+
+            def allocate(self, nbytes, stream=None):
+                return self._allocate_func(nbytes, stream if stream is not None else _Stream(0))
+
+            def deallocate(self, ptr, nbytes, stream=None):
+                self._deallocate_func(ptr, nbytes, stream if stream is not None else _Stream(0))
+
+        self.Stream = _Stream
+        mr = _module("rmm.mr", CallbackMemoryResource=CallbackMemoryResource,
+                     DeviceMemoryResource=DeviceMemoryResource)
+        self.modules = {"rmm": _module("rmm", mr=mr), "rmm.mr": mr}
+
+
+def install(monkeypatch, fake) -> None:
+    for name, module in fake.modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
