@@ -43,6 +43,30 @@ SETUP = {
         cupy.cuda.set_allocator(tether.cupy.allocator(
             tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB")))
     """,
+    # Not shipped, measured to decide: CuPy's C-level hook (CFunctionAllocator) calls
+    # malloc(param, size) without a stream, so it can only order on the default stream.
+    ("cupy", "tether-c"): """
+        import ctypes, os, subprocess, tempfile
+        import cupy, tether
+        tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
+        SRC = r'''
+        #include <stddef.h>
+        #include <stdint.h>
+        void* tether_torch_allocate(size_t, int, void*);
+        void tether_torch_deallocate(void*, size_t, int, void*);
+        intptr_t shim_malloc(intptr_t dev, size_t n) { return (intptr_t)tether_torch_allocate(n, (int)dev, 0); }
+        void shim_free(intptr_t dev, intptr_t p) { tether_torch_deallocate((void*)p, 0, (int)dev, 0); }
+        '''
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "shim.c"), "w") as f:
+            f.write(SRC)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(d, "shim.c"), "-o", os.path.join(d, "shim.so"),
+                        tether.get_library()], check=True)
+        shim = ctypes.CDLL(os.path.join(d, "shim.so"))
+        fn = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
+        c_alloc = cupy.cuda.memory.CFunctionAllocator(0, fn("shim_malloc"), fn("shim_free"), shim)
+        cupy.cuda.set_allocator(c_alloc.malloc)
+    """,
     ("cupy", "rmm"): """
         import cupy, rmm, rmm.mr
         from rmm.allocators.cupy import rmm_cupy_allocator
@@ -105,6 +129,7 @@ def main(argv: list[str]) -> int:
     for lib in ("torch", "cupy"):
         for who in ("own", "tether", "rmm"):
             table[(lib, who)] = measure(lib, who, iters, reps)
+    table[("cupy", "tether-c")] = measure("cupy", "tether-c", iters, reps)
     print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
     print("targets: tether/own <= 1.2x, tether/rmm < 1.0x")
     print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
@@ -121,6 +146,13 @@ def main(argv: list[str]) -> int:
             print(f"{lib:8} {n:>8} {o:>10.1f} {t:>10.1f} {m:>10.1f} {t / o:>10.3f}x {t / m:>10.3f}x")
             summary.append({"library": lib, "size": n, "own_ns": o, "tether_ns": t, "rmm_ns": m,
                             "tether_vs_own": t / o, "tether_vs_rmm": t / m})
+    c_path, own = table[("cupy", "tether-c")], table[("cupy", "own")]
+    if isinstance(c_path, dict) and isinstance(own, dict):
+        for n in SIZES:
+            print(f"cupy C-level path (CFunctionAllocator, default stream only; not shipped), {n} B: "
+                  f"{c_path[n]:.1f} ns = {c_path[n] / own[n]:.3f}x CuPy's own")
+    else:
+        print(f"cupy C-level path: {c_path}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump(summary, f, indent=1)

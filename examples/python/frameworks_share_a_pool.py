@@ -18,6 +18,9 @@ import sys
 
 import numpy as np
 
+if not hasattr(np, "row_stack"):  # numba-cuda's kernel compiler still overloads np.row_stack,
+    np.row_stack = np.vstack      # which NumPy 2.5 removed; without this no Numba kernel compiles
+
 import tether
 import tether.cupy
 import tether.numba

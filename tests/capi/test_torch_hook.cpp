@@ -122,16 +122,17 @@ TEST_F(TorchHook, OutOfMemoryThrowsBadAllocThatSaysSoAndTheResourceKeepsWorking)
 }
 
 TEST_F(TorchHook, OtherFailuresThrowRuntimeErrorNamingTheProblem) {
-  // The host slot holds host memory; asking it for device 0's memory is refused
-  // (no GPU here: NO_DEVICE; with one: the resource's memory is not device memory).
+  // A device id no machine has is refused with INVALID_ARGUMENT, with or without a GPU.
   try {
-    (void)tether_torch_allocate(64, 0, nullptr);
+    (void)tether_torch_allocate(64, 999, nullptr);
     FAIL() << "no exception";
   } catch (const std::bad_alloc&) {
     FAIL() << "not an out-of-memory failure";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("tether_torch_allocate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("999"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(stats().failures, before_.failures + 1);
 }
 
 // Bound slots live for the rest of the process, so one test covers them all.

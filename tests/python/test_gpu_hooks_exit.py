@@ -40,14 +40,14 @@ USE = """
 """
 
 ORDERS = {
-    "frameworks_first": "import torch, cupy, numba.cuda, cuda.core\n" + HOOKS,
-    "tether_first": HOOKS + "\nimport cuda.core, numba.cuda, cupy, torch\n",
+    "frameworks_first": "import torch, cupy, numba.cuda, cuda.core\n" + textwrap.dedent(HOOKS),
+    "tether_first": textwrap.dedent(HOOKS) + "\nimport cuda.core, numba.cuda, cupy, torch\n",
 }
 
 
 @pytest.mark.parametrize("order", sorted(ORDERS))
 def test_exit_with_every_hook_installed_and_memory_alive(run_python, order):
-    code = textwrap.dedent(ORDERS[order]) + textwrap.dedent(USE) + "\nprint('reached the end')\n"
+    code = ORDERS[order] + textwrap.dedent(USE) + "\nprint('reached the end')\n"
     proc = run_python(code, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "reached the end" in proc.stdout

@@ -12,6 +12,8 @@ pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
 PRELUDE = """
 import gc
 import numpy as np
+if not hasattr(np, "row_stack"):  # numba-cuda's kernel compiler still overloads np.row_stack,
+    np.row_stack = np.vstack      # which NumPy 2.5 removed; without this no kernel compiles
 import tether
 from numba import cuda
 pool = tether.PoolResource(tether.CudaResource(0))
