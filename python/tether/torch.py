@@ -117,6 +117,10 @@ def mem_pool(resource: Resource | None = None):
     if not hasattr(torch.cuda, "MemPool"):
         raise NotImplementedError(f"tether.torch.mem_pool needs torch.cuda.MemPool (PyTorch 2.5+), "
                                   f"this is PyTorch {torch.__version__}")
+    if torch.cuda.memory.get_allocator_backend() == "pluggable":
+        raise RuntimeError("tether.torch.mem_pool: PyTorch's global allocator is a pluggable one (enable() "
+                           "or change_current_allocator ran), and PyTorch creates MemPools only with its own "
+                           "caching allocator; use enable() or mem_pool() in a process, not both")
     alloc = _pluggable(resource, lib.TETHER_TORCH_NULL_ON_FAILURE)
     return torch.cuda.MemPool(alloc.allocator())
 

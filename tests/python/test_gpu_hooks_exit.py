@@ -25,8 +25,6 @@ HOOKS = """
 USE = """
     t = torch.ones(1 << 20, device="cuda")
     t2 = torch.zeros(1000, device="cuda")
-    with torch.cuda.use_mem_pool(tether.torch.mem_pool(pool)):
-        t3 = torch.ones(4096, device="cuda")
     c = cupy.arange(1 << 16)
     n = numba.cuda.device_array(1 << 16)
     mr = tether.cuda_core.MemoryResource(pool)
