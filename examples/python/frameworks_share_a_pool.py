@@ -49,11 +49,14 @@ def main() -> int:
     import torch
     from numba import cuda
 
-    # PyTorch keeps some memory for good once it has run matrix products (cuBLAS workspaces,
-    # one per thread and stream; backward runs on PyTorch's autograd thread): a throwaway
-    # forward and backward pass shows how much.
-    throwaway = torch.nn.Linear(16, 1).cuda()
-    throwaway(torch.randn(4, 16, device="cuda")).sum().backward()
+    def make_model():
+        return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).cuda()
+
+    # PyTorch keeps some memory for good once it has run matrix products: cuBLAS and cuBLASLt
+    # workspaces, per thread (backward runs on PyTorch's autograd thread) and per kind of
+    # product. A throwaway forward and backward pass of the same shapes shows how much.
+    throwaway = make_model()
+    throwaway(torch.randn(4096, 16, device="cuda")).sum().backward()
     del throwaway
     gc.collect()
     torch.cuda.synchronize()
@@ -61,7 +64,7 @@ def main() -> int:
 
     # PyTorch: fit y = 2 x0 - x1 with a small MLP.
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).cuda()
+    model = make_model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     x = torch.randn(4096, 16, device="cuda")
     y = 2 * x[:, :1] - x[:, 1:2]

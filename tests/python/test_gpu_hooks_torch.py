@@ -48,16 +48,20 @@ def test_training_step_allocates_from_the_tether_pool_and_gives_everything_back(
             opt.step()
             return loss.item()
 
-        # One throwaway step makes what PyTorch keeps for good (its cuBLAS workspaces).
-        m = torch.nn.Linear(64, 1).cuda()
-        step(m, torch.optim.SGD(m.parameters(), lr=0.05), torch.randn(8, 64, device="cuda"),
-             torch.randn(8, 1, device="cuda"))
+        def make():
+            return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1)).cuda()
+
+        # One throwaway step of the same shapes makes what PyTorch keeps for good: cuBLAS and
+        # cuBLASLt workspaces, per thread (backward runs on the autograd thread) and shape class.
+        m = make()
+        step(m, torch.optim.SGD(m.parameters(), lr=0.05), torch.randn(512, 64, device="cuda"),
+             torch.randn(512, 1, device="cuda"))
         del m
         settle()
         kept = stats.statistics().current_bytes
         assert 0 <= kept <= 512 * MiB, kept
 
-        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1)).cuda()
+        model = make()
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
         x = torch.randn(512, 64, device="cuda")
         y = x[:, :1] * 2.0 - x[:, 1:2]
