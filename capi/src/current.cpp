@@ -24,7 +24,8 @@ Table& table() {
   return *t;
 }
 
-// A resource may be installed for `slot` if its memory is usable there.
+}  // namespace
+
 void check_usable(const core::Properties& p, int slot) {
   if (slot == Table::kHostSlot) {
     if (!p.host_accessible)
@@ -39,8 +40,6 @@ void check_usable(const core::Properties& p, int slot) {
     core::throw_invalid_argument("the resource's memory is on device " + std::to_string(p.device) +
                                  ", not device " + std::to_string(slot));
 }
-
-}  // namespace
 
 int resolve_device(int device) {
   if (device == TETHER_DEVICE_HOST) return Table::kHostSlot;

@@ -196,6 +196,10 @@ HandleRef retained(const ResourceRef& r);
 // Resolve TETHER_DEVICE_CURRENT and validate ids: returns -1 (host) or a device id.
 int resolve_device(int device);
 
+// Throw INVALID_ARGUMENT unless memory with properties `p` is usable as `slot`'s
+// (-1: host memory; else that device's): what the table and the hooks require.
+void check_usable(const core::Properties& p, int slot);
+
 // +1 on the current resource of `device` (current.cpp).
 HandleRef current_resource(int device);
 

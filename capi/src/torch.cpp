@@ -59,22 +59,6 @@ class OutOfMemory : public std::bad_alloc {
   throw std::runtime_error(std::move(message));
 }
 
-// The memory of `p` must be usable as `device`'s (PyTorch asks per device).
-void check_device(const core::Properties& p, int device) {
-  if (device == TETHER_DEVICE_HOST) {
-    if (!p.host_accessible) core::throw_invalid_argument("host memory was asked for, but the resource gives device memory");
-    return;
-  }
-  if (!p.device_accessible)
-    core::throw_invalid_argument("device " + std::to_string(device) +
-                                 " memory was asked for, but the resource gives host-only memory");
-  const bool any_device = p.device == TETHER_DEVICE_HOST || p.kind == TETHER_RESOURCE_KIND_MANAGED;
-  if (!any_device && p.device != device)
-    core::throw_invalid_argument("device " + std::to_string(device) +
-                                 " memory was asked for, but the resource's memory is on device " +
-                                 std::to_string(p.device));
-}
-
 // `bound`: the slot's resource, or empty for the current resource of `device`.
 void* allocate(const HandleRef& bound, bool null_on_failure, std::size_t size, int device, void* stream) {
   if (size == 0) return nullptr;
@@ -84,7 +68,7 @@ void* allocate(const HandleRef& bound, bool null_on_failure, std::size_t size, i
     HandleRef res = bound ? bound : current_resource(device);
     ResourceRef r(res.get());
     const core::Properties& p = r->core->properties();
-    check_device(p, device);
+    check_usable(p, device);  // TETHER_DEVICE_HOST is the host slot, -1
     const auto s = reinterpret_cast<tether_stream_t>(stream);
     void* got = r->core->allocate(size, 0, s);
     bool recorded = false;

@@ -22,21 +22,17 @@ try:
         from cuda.core.experimental import Buffer as _CoreBuffer, MemoryResource as _CoreMemoryResource
         from cuda.core.experimental import Stream as _CoreStream
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with cuda.core hidden
-    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
-    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
-    raise _error("tether.cuda_core needs cuda.core, which is not installed (or failed to import): "
-                 "pip install cuda-core (or pip install tether[cuda])", name="cuda.core") from e
+    from ._hooks import missing_library
+    raise missing_library("tether.cuda_core", "cuda.core", "cuda.core", "pip install cuda-core (or pip install tether[cuda])",
+                          e) from e
 
 from ._buffer import Buffer
 from ._convert import parse_size, stream_value
-from ._errors import closed_error
+from ._hooks import LEGACY_STREAMS, free_on, own_reference
 from ._resources import Resource, ResourceKind, wrap_borrowed
 
 __all__ = ["MemoryResource", "to_buffer"]
 
-# The legacy default stream, spelled three ways: tether's 0, CU_STREAM_LEGACY (1) and
-# cuda.core's default-stream token (which reports 1 through __cuda_stream__).
-_LEGACY = (0, 1)
 
 # Does this cuda.core's Buffer.from_handle take stream= (the deallocation stream, 1.0+)?
 _FROM_HANDLE_STREAM = True
@@ -58,7 +54,7 @@ def _core_stream(stream):
     if stream is None or isinstance(stream, _CoreStream):
         return stream
     value = stream_value(stream)
-    if value in _LEGACY:
+    if value in LEGACY_STREAMS:
         return None
     from_handle = getattr(_CoreStream, "from_handle", None)
     return from_handle(value) if from_handle is not None else None
@@ -88,11 +84,9 @@ class MemoryResource(_CoreMemoryResource):
     """
 
     def __init__(self, resource: Resource) -> None:
-        if not isinstance(resource, Resource):
-            raise TypeError(f"resource must be a tether resource, not {type(resource).__name__}")
-        if resource._h is None:
-            raise closed_error(resource)
-        self._resource = wrap_borrowed(resource._h)
+        if resource is None:
+            raise TypeError("resource must be a tether resource, not None")
+        self._resource = own_reference(resource)
         self._buffers: dict[int, Buffer] = {}
         self._managed = _leaf_kind(self._resource) == ResourceKind.MANAGED
 
@@ -137,14 +131,10 @@ class MemoryResource(_CoreMemoryResource):
                 return  # a 0-byte buffer owns nothing
             raise ValueError(f"tether.cuda_core.MemoryResource: pointer 0x{p:x} was not allocated here "
                              "(or was already deallocated)")
-        try:
-            if stream is not None:
-                s = stream_value(stream)
-                ours = buf.stream
-                if s != ours and not (s in _LEGACY and ours in _LEGACY):
-                    buf.set_stream(s)
-        finally:
+        if stream is None:
             buf.close()
+        else:
+            free_on(buf, stream_value(stream))
 
     @property
     def is_device_accessible(self) -> bool:

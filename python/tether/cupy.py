@@ -16,15 +16,14 @@ try:
     import cupy as _cupy
     import cupy.cuda as _cupy_cuda
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with CuPy hidden
-    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
-    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
-    raise _error("tether.cupy needs CuPy, which is not installed (or failed to import): "
-                 "pip install cupy-cuda13x (or cupy-cuda12x for CUDA 12)", name="cupy") from e
+    from ._hooks import missing_library
+    raise missing_library("tether.cupy", "CuPy", "cupy", "pip install cupy-cuda13x (or cupy-cuda12x for CUDA 12)", e) from e
 
 from ._buffer import Buffer
-from ._errors import closed_error, error_for
+from ._errors import error_for
 from ._ffi import ffi, lib
-from ._resources import Resource, wrap_borrowed
+from ._hooks import own_reference
+from ._resources import Resource
 
 __all__ = ["allocator", "enable", "disable"]
 
@@ -59,17 +58,12 @@ def allocator(resource: Resource | None = None):
     (see the module docs for what that means when an array moves to another
     stream). Size 0 works (a null pointer, no tether allocation is counted).
     """
-    if resource is None:
-        own = None
+    own = own_reference(resource)  # for as long as the allocator lives
+    if own is None:
         rh = _NULL
         rdev = -1
         pure_device = False
     else:
-        if not isinstance(resource, Resource):
-            raise TypeError(f"resource must be a tether resource or None, not {type(resource).__name__}")
-        if resource._h is None:
-            raise closed_error(resource)
-        own = wrap_borrowed(resource._h)  # our own reference, for as long as the allocator lives
         rh = own._h
         rdev = own._device
         pure_device = own._device_accessible and not own._host_accessible

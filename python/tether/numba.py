@@ -26,15 +26,15 @@ try:
     from numba.cuda import HostOnlyCUDAMemoryManager, MemoryPointer
     from numba.cuda.cudadrv import driver as _numba_driver
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with Numba hidden
-    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
-    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
-    raise _error("tether.numba needs Numba's CUDA target, which is not installed (or failed to "
-                      "import): pip install numba-cuda[cu13] (or numba-cuda[cu12])", name="numba") from e
+    from ._hooks import missing_library
+    raise missing_library("tether.numba", "Numba's CUDA target", "numba",
+                          "pip install numba-cuda[cu13] (or numba-cuda[cu12])", e) from e
 
 from ._buffer import Buffer
 from ._errors import closed_error, error_for
 from ._ffi import ffi, lib
-from ._resources import Resource, wrap_borrowed
+from ._hooks import own_reference
+from ._resources import Resource
 
 __all__ = ["TetherMemoryManager", "use_resource", "enable"]
 
@@ -70,13 +70,7 @@ def use_resource(resource: Resource | None = None) -> Resource | None:
     caller now owns) or None.
     """
     global _resource
-    if resource is not None:
-        if not isinstance(resource, Resource):
-            raise TypeError(f"resource must be a tether resource or None, not {type(resource).__name__}")
-        if resource._h is None:
-            raise closed_error(resource)
-        resource = wrap_borrowed(resource._h)
-    previous, _resource = _resource, resource
+    previous, _resource = _resource, own_reference(resource)
     return previous
 
 

@@ -14,19 +14,15 @@ from __future__ import annotations
 try:
     import rmm.mr as _rmm_mr
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with RMM hidden
-    # A missing library stays a ModuleNotFoundError (what pytest.importorskip expects).
-    _error = ModuleNotFoundError if isinstance(e, ModuleNotFoundError) else ImportError
-    raise _error("tether.rmm needs RMM, which is not installed (or failed to import): "
-                 "pip install rmm-cu13 (or rmm-cu12)", name="rmm") from e
+    from ._hooks import missing_library
+    raise missing_library("tether.rmm", "RMM", "rmm", "pip install rmm-cu13 (or rmm-cu12)", e) from e
 
 from ._buffer import Buffer
 from ._convert import stream_value
-from ._errors import closed_error
-from ._resources import Resource, wrap_borrowed
+from ._hooks import free_on, own_reference
+from ._resources import Resource
 
 __all__ = ["memory_resource"]
-
-_LEGACY = (0, 1)  # the legacy default stream: tether's 0, CU_STREAM_LEGACY's 1
 
 
 def _stream_of(stream) -> int:
@@ -51,14 +47,7 @@ def memory_resource(resource: Resource | None = None):
     passes, kept in a dict by address; RMM's free pops it and frees it into the
     resource it came from, on the stream RMM passes to the free.
     """
-    if resource is None:
-        own = None
-    else:
-        if not isinstance(resource, Resource):
-            raise TypeError(f"resource must be a tether resource or None, not {type(resource).__name__}")
-        if resource._h is None:
-            raise closed_error(resource)
-        own = wrap_borrowed(resource._h)
+    own = own_reference(resource)
     buffers: dict[int, Buffer] = {}
 
     def allocate(size, stream):
@@ -76,12 +65,6 @@ def memory_resource(resource: Resource | None = None):
                 return
             raise ValueError(f"tether.rmm: pointer 0x{ptr:x} was not allocated by this memory resource "
                              "(or was already deallocated)")
-        try:
-            s = _stream_of(stream)
-            ours = buf.stream
-            if s != ours and not (s in _LEGACY and ours in _LEGACY):
-                buf.set_stream(s)
-        finally:
-            buf.close()
+        free_on(buf, _stream_of(stream))
 
     return _rmm_mr.CallbackMemoryResource(allocate, deallocate)
