@@ -1,7 +1,9 @@
 // Buffer handles: allocations that own their memory and free it into the
 // resource they came from (never into whatever is current at release time).
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 #include "internal.hpp"
 #include "tether_core/cuda.hpp"
@@ -18,6 +20,8 @@ struct BufferObject : Object {
   void* ptr = nullptr;
   std::size_t size = 0;
   core::stream_t stream = 0;
+  // Exports that use the memory at ptr (tether_buffer_pin): resize refuses while > 0.
+  std::size_t pins = 0;
 
   ~BufferObject() override {
     // After exit has begun, CUDA may already be gone: leak device-visible memory.
@@ -69,6 +73,35 @@ void copy_bytes(void* dst, const core::Properties& dp, const void* src, const co
   }
   const int device = dp.device_accessible ? copy_device(dp) : copy_device(sp);
   core::cuda::copy(dst, src, n, device, stream, synchronous);
+}
+
+// True if [a, a + n) and [b, b + n) share a byte (compared as integers: they may
+// belong to different objects, where pointer comparison is unspecified).
+bool overlaps(const void* a, const void* b, std::size_t n) {
+  if (n == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return std::less<std::uintptr_t>()(x, y) ? y - x < n : x - y < n;
+}
+
+// Copy between a buffer's memory and caller host memory that may overlap it:
+// the same rule as tether_buffer_copy within one buffer (memmove for host-only
+// memory); other memory that overlaps is staged through a temporary, since
+// neither memcpy nor a CUDA copy may overlap.
+void copy_host_side(void* dst, const core::Properties& dp, const void* src, const core::Properties& sp,
+                    std::size_t n, core::stream_t stream) {
+  if (n == 0) return;
+  if (host_only(dp) && host_only(sp)) {
+    std::memmove(dst, src, n);
+    return;
+  }
+  if (overlaps(dst, src, n)) {
+    std::vector<unsigned char> staged(static_cast<const unsigned char*>(src),
+                                      static_cast<const unsigned char*>(src) + n);
+    copy_bytes(dst, dp, staged.data(), sp, n, stream, true);
+    return;
+  }
+  copy_bytes(dst, dp, src, sp, n, stream, true);
 }
 
 const core::Properties kPlainHost{TETHER_RESOURCE_KIND_HOST, TETHER_DEVICE_HOST, false, true};
@@ -185,7 +218,7 @@ TETHER_API tether_status_t tether_buffer_copy_from_host(tether_buffer_t* buffer,
     if (src == nullptr && size != 0) core::throw_invalid_argument("src must not be NULL");
     std::lock_guard<std::mutex> lock(b->mutex);
     check_range(offset, size, b->size, "copy_from_host");
-    copy_bytes(static_cast<char*>(b->ptr) + offset, b->props, src, kPlainHost, size, b->stream, true);
+    copy_host_side(static_cast<char*>(b->ptr) + offset, b->props, src, kPlainHost, size, b->stream);
   });
 }
 
@@ -196,7 +229,7 @@ TETHER_API tether_status_t tether_buffer_copy_to_host(tether_buffer_t* buffer, s
     if (dst == nullptr && size != 0) core::throw_invalid_argument("dst must not be NULL");
     std::lock_guard<std::mutex> lock(b->mutex);
     check_range(offset, size, b->size, "copy_to_host");
-    copy_bytes(dst, kPlainHost, static_cast<const char*>(b->ptr) + offset, b->props, size, b->stream, true);
+    copy_host_side(dst, kPlainHost, static_cast<const char*>(b->ptr) + offset, b->props, size, b->stream);
   });
 }
 
@@ -233,6 +266,12 @@ TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t 
   return guard("tether_buffer_resize", [&] {
     BufferRef b(buffer);
     std::lock_guard<std::mutex> lock(b->mutex);
+    if (b->pins != 0)
+      core::throw_invalid_argument(
+          "the buffer is pinned by " + std::to_string(b->pins) +
+          " export(s) (a memory view, a DLPack tensor, ...: tether_buffer_pin) that still use its "
+          "memory; resizing would free it under them. Copy into a new buffer instead, or resize "
+          "once every export is gone");
     if (new_size == b->size) return;
     void* fresh = b->core->allocate(new_size, 0, b->stream);
     try {
@@ -244,6 +283,47 @@ TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t 
     b->core->deallocate(b->ptr, b->size, 0, b->stream);
     b->ptr = fresh;
     b->size = new_size;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_pin(tether_buffer_t* buffer) {
+  return guard("tether_buffer_pin", [&] {
+    if (buffer == nullptr) throw core::Error(TETHER_ERROR_INVALID_HANDLE, "buffer handle is NULL");
+    // The pin's own reference first: with it, the object cannot go away below.
+    auto* b = static_cast<BufferObject*>(registry::acquire(value_of(buffer), ObjectType::Buffer));
+    if (b == nullptr)
+      throw core::Error(TETHER_ERROR_INVALID_HANDLE,
+                        "not a live buffer handle (released, forged, or of another type)");
+    std::lock_guard<std::mutex> lock(b->mutex);
+    ++b->pins;
+  });
+}
+
+TETHER_API tether_status_t tether_buffer_unpin(tether_buffer_t* buffer) {
+  if (buffer == nullptr) return TETHER_ERROR_INVALID_HANDLE;
+  registry::Borrow borrowed;
+  auto* b = static_cast<BufferObject*>(registry::borrow(value_of(buffer), ObjectType::Buffer, borrowed));
+  if (b == nullptr) return TETHER_ERROR_INVALID_HANDLE;
+  bool had_pin = false;
+  {
+    std::lock_guard<std::mutex> lock(b->mutex);
+    if (b->pins != 0) {
+      --b->pins;
+      had_pin = true;
+    }
+  }
+  registry::end_borrow(borrowed);
+  if (!had_pin) return TETHER_ERROR_INVALID_ARGUMENT;
+  // The pin's reference: may be the last one (then the memory is freed here).
+  return registry::release(value_of(buffer), ObjectType::Buffer) ? TETHER_OK : TETHER_ERROR_INVALID_HANDLE;
+}
+
+TETHER_API tether_status_t tether_buffer_get_pin_count(tether_buffer_t* buffer, size_t* out) {
+  return guard("tether_buffer_get_pin_count", [&] {
+    require_out(out);
+    BufferRef b(buffer);
+    std::lock_guard<std::mutex> lock(b->mutex);
+    *out = b->pins;
   });
 }
 

@@ -79,6 +79,8 @@ TETHER_API tether_status_t tether_buffer_set_stream(tether_buffer_t* buffer, tet
 /**
  * Copy `size` bytes from host memory `src` into the buffer at `offset`, ordered
  * on the buffer's stream; returns once the copy is complete (src may be reused).
+ * `src` may overlap the buffer's own (host) memory: the copy is then done as if
+ * through a temporary (memmove), as tether_buffer_copy does for one buffer.
  * INVALID_ARGUMENT if offset + size exceeds the buffer.
  */
 TETHER_API tether_status_t tether_buffer_copy_from_host(tether_buffer_t* buffer, size_t offset,
@@ -99,9 +101,36 @@ TETHER_API tether_status_t tether_buffer_copy(tether_buffer_t* dst, size_t dst_o
  * Change the buffer's size to new_size: new memory is allocated from the same
  * resource, min(old, new) bytes are copied, the old memory is freed on the
  * buffer's stream. The handle stays the same; earlier pointers become invalid.
+ * INVALID_ARGUMENT, and nothing changes, while the buffer is pinned
+ * (tether_buffer_pin): someone still uses the memory at the current pointer.
  * On failure the buffer is unchanged.
  */
 TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t new_size);
+
+/**
+ * Pin the buffer's memory for an export (a view, a DLPack tensor, a pointer
+ * handed to another library): adds one reference AND one pin. While any pin
+ * is held, tether_buffer_resize fails with INVALID_ARGUMENT whoever calls it
+ * (any handle of the buffer, any language), so the memory at the current
+ * pointer stays valid until the matching tether_buffer_unpin.
+ * Ownership: the caller owns the reference and the pin it gets (+1 each) and
+ * gives both back with one tether_buffer_unpin; tether_buffer_release must not
+ * be used for them.
+ * Errors: INVALID_HANDLE if NULL or stale (with the thread's error message).
+ */
+TETHER_API tether_status_t tether_buffer_pin(tether_buffer_t* buffer);
+
+/**
+ * Give back one pin and the reference that came with it (see tether_buffer_pin);
+ * the last reference frees the buffer as tether_buffer_release does. Safe from
+ * any thread, also from a destructor. Touches no error state.
+ * Errors: INVALID_HANDLE if NULL or stale; INVALID_ARGUMENT if the buffer
+ * holds no pin (an unbalanced unpin: nothing is released).
+ */
+TETHER_API tether_status_t tether_buffer_unpin(tether_buffer_t* buffer);
+
+/** *out = the number of pins held on the buffer now (0: resize is allowed). */
+TETHER_API tether_status_t tether_buffer_get_pin_count(tether_buffer_t* buffer, size_t* out);
 
 #ifdef __cplusplus
 }
