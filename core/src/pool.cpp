@@ -221,6 +221,10 @@ class PoolResource final : public Resource {
       throw_invalid_argument("pool: initial_size (" + bytes_text(o.initial_size) + ") exceeds maximum_size (" +
                              bytes_text(o.maximum_size) + ")");
     }
+    if (o.maximum_size != 0 && o.maximum_size < kGranule) {  // issue 11: a pool that can never allocate
+      throw_invalid_argument("pool: maximum_size (" + bytes_text(o.maximum_size) + ") is below the pool's " +
+                             bytes_text(kGranule) + " granule, so the pool could never allocate (0 means no limit)");
+    }
     const std::size_t huge = SIZE_MAX - 2 * kMaxAlignment;  // beyond this nothing can be allocated anyway
     limited_ = o.maximum_size != 0;
     // A bounded pool will hand memory across streams: keep every free covered.
