@@ -90,12 +90,12 @@ static const char kNameVersioned[] = "dltensor_versioned";
 
 /* Deleters may run on any thread, with or without the GIL: they touch no Python object. */
 static void legacy_deleter(dl_managed* self) {
-  tether_buffer_release((tether_buffer_t*)self->manager_ctx);
+  tether_buffer_unpin((tether_buffer_t*)self->manager_ctx);
   free(self);
 }
 
 static void versioned_deleter(dl_managed_versioned* self) {
-  tether_buffer_release((tether_buffer_t*)self->manager_ctx);
+  tether_buffer_unpin((tether_buffer_t*)self->manager_ctx);
   free(self);
 }
 
@@ -117,21 +117,26 @@ static void fill(dl_tensor* t, const tether_buffer_info_t* info, int64_t* shape,
 
 void* _tether_py_dlpack_new(tether_buffer_t* buffer, int versioned, int32_t device_type,
                             int32_t device_id, uint64_t flags) {
+  /* The tensor's own pin (a reference and a pin, tether_buffer_pin) keeps the
+     memory alive and in place whatever happens to the Python Buffer object
+     (closed, collected) and whoever tries tether_buffer_resize, until the
+     consumer calls the deleter. Taken first, so the info read below cannot
+     be changed by a resize in between. */
+  if (remember(tether_buffer_pin(buffer)) != TETHER_OK) return NULL;
   tether_buffer_info_t info = TETHER_BUFFER_INFO_INIT;
-  if (remember(tether_buffer_get_info(buffer, &info)) != TETHER_OK) return NULL;
+  if (remember(tether_buffer_get_info(buffer, &info)) != TETHER_OK) {
+    tether_buffer_unpin(buffer);
+    return NULL;
+  }
   if ((uint64_t)info.size > (uint64_t)INT64_MAX) {
+    tether_buffer_unpin(buffer);
     remember(TETHER_ERROR_INVALID_ARGUMENT);
     return NULL;
   }
   void* block = versioned ? malloc(sizeof(versioned_block)) : malloc(sizeof(legacy_block));
   if (block == NULL) {
+    tether_buffer_unpin(buffer);
     remember(TETHER_ERROR_OUT_OF_MEMORY);
-    return NULL;
-  }
-  /* The tensor's own reference keeps the memory alive whatever happens to the
-     Python Buffer object (closed, collected) until the consumer calls the deleter. */
-  if (remember(tether_buffer_retain(buffer)) != TETHER_OK) {
-    free(block);
     return NULL;
   }
   if (versioned) {
@@ -182,7 +187,7 @@ const char* _tether_py_dlpack_capsule_name(int versioned) { return versioned ? k
 
 void _tether_py_release_view(tether_buffer_t* buffer, void* data) {
   (void)data;
-  tether_buffer_release(buffer);
+  tether_buffer_unpin(buffer);
 }
 
 /* ---- where libtether lives -------------------------------------------------- */

@@ -33,8 +33,9 @@ tether_status_t _tether_py_last_status(void);
 
 /* A DLManagedTensor (versioned = 0) or DLManagedTensorVersioned (versioned = 1)
    describing the buffer's bytes as a 1-D uint8 tensor on (device_type,
-   device_id). It holds its own reference to the buffer, given back by its
-   deleter. NULL on failure (see _tether_py_last_status()). */
+   device_id). It holds its own pin of the buffer (tether_buffer_pin: a
+   reference, and resize refused meanwhile), given back by its deleter
+   (tether_buffer_unpin). NULL on failure (see _tether_py_last_status()). */
 void* _tether_py_dlpack_new(tether_buffer_t* buffer, int versioned, int32_t device_type,
                             int32_t device_id, uint64_t flags);
 
@@ -49,7 +50,7 @@ uintptr_t _tether_py_dlpack_capsule_destructor(void);
 /* "dltensor" or "dltensor_versioned", in static storage (capsule names must outlive the capsule). */
 const char* _tether_py_dlpack_capsule_name(int versioned);
 
-/* A destructor for ffi.gc: drops the reference `buffer` that a memory view holds. */
+/* A destructor for ffi.gc: gives back the pin (tether_buffer_pin) that a memory view holds. */
 void _tether_py_release_view(tether_buffer_t* buffer, void* data);
 
 /* The file libtether was loaded from (dladdr of a tether symbol); "" if unknown. */

@@ -19,7 +19,7 @@ import os
 from ._ffi import __version__, lib, library_path
 from ._convert import CURRENT_DEVICE, HOST, parse_size
 from ._errors import (CudaError, InvalidArgumentError, InvalidHandleError, LockedError, NoDeviceError,
-                      NotSupportedError, OutOfMemoryError, TetherError)
+                      NotSupportedError, OutOfMemoryError, PinnedError, TetherError)
 from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
                          StatisticsAdaptor)
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
@@ -60,7 +60,7 @@ def get_library() -> str:
 __all__ = [
     "__version__", "abi_version", "get_include", "get_cmake_dir", "get_library",
     "HOST", "CURRENT_DEVICE", "parse_size",
-    "TetherError", "OutOfMemoryError", "InvalidArgumentError", "InvalidHandleError",
+    "TetherError", "OutOfMemoryError", "InvalidArgumentError", "PinnedError", "InvalidHandleError",
     "NotSupportedError", "NoDeviceError", "CudaError", "LockedError",
     "Resource", "ResourceKind", "HostResource", "PoolResource", "StatisticsAdaptor",
     "Statistics", "PoolInfo",

@@ -2,20 +2,23 @@
 
 A buffer keeps the resource it came from alive and frees into it - never into
 whatever is current at the time. Exports (memoryview, numpy via
-``__array_interface__``, DLPack) each hold their *own* reference to the C
-buffer, so the memory stays valid while any of them is alive, even after
-``close()`` or ``del`` of the Buffer. ``__cuda_array_interface__`` cannot carry
-a reference: its consumers keep the Buffer object alive, and must not outlive
-an explicit close().
+``__array_interface__``, DLPack) each hold their *own* pin of the C buffer
+(``tether_buffer_pin``: a reference, and resize refused), so the memory stays
+valid and in place while any of them is alive, even after ``close()`` or
+``del`` of the Buffer, and whoever asks for a resize - another wrapper of the
+handle, C code. ``__cuda_array_interface__`` cannot carry a reference: its
+consumers keep the Buffer object alive, so the first one pins the buffer for
+as long as this wrapper is open, and must not outlive an explicit close().
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 
-from ._convert import CURRENT_DEVICE, device_value, parse_size, stream_value
-from ._errors import NoDeviceError, check, closed_error, error_for
+from ._convert import CURRENT_DEVICE, device_value, handle_value, parse_size, stream_value
+from ._errors import NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._resources import Resource, ResourceKind, wrap_borrowed
@@ -39,9 +42,11 @@ class Buffer(Handle):
     default stream), an int, or any object with ``__cuda_stream__``.
     """
 
-    # _exported: set (to True) once memory was handed out (views, DLPack, CAI):
-    # resize() then refuses, since it would free memory a consumer may still use.
-    __slots__ = ("_exported",)
+    # _pin: the pin this wrapper holds for exports that carry no lifetime of
+    # their own (__cuda_array_interface__, hooks that set _exported): an ffi.gc
+    # cdata whose destructor is tether_buffer_unpin, dropped by close() or with
+    # the wrapper. Views and DLPack tensors hold pins of their own instead.
+    __slots__ = ("_pin",)
     _release = lib.tether_buffer_release
 
     def __init__(self, size, resource: Resource | None = None, device: int | None = None, stream=None):
@@ -51,10 +56,9 @@ class Buffer(Handle):
             rh = ffi.NULL
             dev = CURRENT_DEVICE if device is None else device_value(device)
         else:
-            try:
-                rh = resource._h
-            except AttributeError:
-                raise TypeError(f"resource must be a tether resource, not {type(resource).__name__}") from None
+            if not isinstance(resource, Resource):
+                raise TypeError(f"resource must be a tether resource, not {type(resource).__name__}")
+            rh = resource._h
             if rh is None:
                 raise closed_error(resource)
             dev = 0
@@ -78,23 +82,53 @@ class Buffer(Handle):
         owned=False (default): borrowed; the Buffer takes its own reference.
         owned=True: the Buffer takes over the caller's reference.
         """
-        raw = ffi.cast("tether_buffer_t*", handle)
+        raw = ffi.cast("tether_buffer_t*", handle_value(handle))
         if owned:
             size = ffi.new("size_t*")
             check(lib.tether_buffer_get_size(raw, size))  # refuse a dead handle before adopting it
-        else:
-            check(lib.tether_buffer_retain(raw))
+        elif lib.tether_buffer_retain(raw):
+            raise stale_handle_error("Buffer.from_handle", raw, "buffer")
         obj = cls.__new__(cls)
         obj._h = raw
         return obj
 
     # ---- queries --------------------------------------------------------------
 
-    def _info(self):
+    def _info(self, h=None):
         info = ffi.new("tether_buffer_info_t*")
         info.struct_size = ffi.sizeof("tether_buffer_info_t")
-        self._check(lib.tether_buffer_get_info(self._live(), info))
+        self._check(lib.tether_buffer_get_info(self._live() if h is None else h, info))
         return info
+
+    @property
+    def pin_count(self) -> int:
+        """How many exports pin the memory now (``tether_buffer_get_pin_count``); resize needs 0."""
+        out = ffi.new("size_t*")
+        self._check(lib.tether_buffer_get_pin_count(self._live(), out))
+        return out[0]
+
+    @property
+    def _exported(self) -> bool:
+        """True while this wrapper holds its own pin (see __slots__)."""
+        return getattr(self, "_pin", None) is not None
+
+    @_exported.setter
+    def _exported(self, value: bool) -> None:
+        # Kept for the hook modules, which mark a Buffer exported: that now pins it in C.
+        if value:
+            self._hold_pin()
+
+    def _hold_pin(self) -> None:
+        """Pin the memory for as long as this wrapper is open (once per wrapper)."""
+        if getattr(self, "_pin", None) is None:
+            h = self._live()
+            self._check(lib.tether_buffer_pin(h))
+            self._pin = _gc(ffi.cast("tether_buffer_t*", h), lib.tether_buffer_unpin)
+
+    def close(self) -> None:
+        """Give this object's reference (and its pin, if an export took one) back. Idempotent."""
+        self._pin = None  # the ffi.gc destructor unpins
+        Handle.close(self)
 
     @property
     def size(self) -> int:
@@ -154,15 +188,21 @@ class Buffer(Handle):
     def resize(self, new_size) -> None:
         """Reallocate to ``new_size`` bytes from the same resource, keeping the common prefix.
 
-        Earlier ``ptr`` values become invalid. Raises BufferError if the memory
-        was exported (memoryview, numpy, DLPack, CUDA array interface), because
-        the consumer could still be using the old memory.
+        Earlier ``ptr`` values become invalid. Raises PinnedError (a BufferError
+        and a ValueError) while the memory is exported - a live memoryview,
+        numpy array or DLPack tensor of it, or ``__cuda_array_interface__`` of a
+        still-open wrapper - through any wrapper of the handle or from C,
+        because the consumer could still be using the old memory.
         """
         h = self._live()
-        if getattr(self, "_exported", False):
-            raise BufferError("cannot resize a Buffer whose memory was exported (memoryview, numpy, "
-                              "DLPack, __cuda_array_interface__); copy into a new Buffer instead")
-        self._check(lib.tether_buffer_resize(h, parse_size(new_size, "new_size")))
+        status = lib.tether_buffer_resize(h, parse_size(new_size, "new_size"))
+        if status:
+            err = closed_error(self) if self._h is None else error_for(status)
+            if status == lib.TETHER_ERROR_INVALID_ARGUMENT:
+                pins = ffi.new("size_t*")
+                if lib.tether_buffer_get_pin_count(h, pins) == lib.TETHER_OK and pins[0]:
+                    raise PinnedError(str(err), status) from None
+            raise err
 
     # ---- copies ---------------------------------------------------------------
 
@@ -170,8 +210,13 @@ class Buffer(Handle):
         """Copy the bytes of ``src`` (bytes, bytearray, memoryview, a contiguous numpy array...)
         into the buffer at ``offset``. Returns when the copy is complete."""
         h = self._live()
-        data = ffi.from_buffer(src)
-        self._check(lib.tether_buffer_copy_from_host(h, parse_size(offset, "offset"), data, len(data)))
+        offset = parse_size(offset, "offset")
+        try:
+            data = ffi.from_buffer(src)
+        except TypeError:
+            raise TypeError(f"src must be a bytes-like object (bytes, bytearray, memoryview, a contiguous "
+                            f"numpy array...), not {type(src).__name__}") from None
+        self._check(lib.tether_buffer_copy_from_host(h, offset, data, len(data)))
 
     def copy_to_host(self, out=None, offset: int = 0, size=None):
         """Copy bytes of the buffer (from ``offset``) to host memory; returns when complete.
@@ -183,9 +228,16 @@ class Buffer(Handle):
         h = self._live()
         offset = parse_size(offset, "offset")
         if out is None:
-            n = max(self.size - offset, 0) if size is None else parse_size(size)
+            have = self.size
+            n = max(have - offset, 0) if size is None else parse_size(size)
+            if offset > have or n > have - offset:  # before allocating n bytes for nothing
+                raise ValueError(f"copy_to_host: offset {offset} + size {n} exceeds the buffer's {have} bytes")
             out = bytearray(n)
-        dst = ffi.from_buffer(out, require_writable=True)
+        try:
+            dst = ffi.from_buffer(out, require_writable=True)
+        except TypeError:
+            raise TypeError(f"out must be a writable bytes-like object (bytearray, numpy array, memoryview...), "
+                            f"not {type(out).__name__}") from None
         n = len(dst) if size is None else parse_size(size)
         if n > len(dst):
             raise ValueError(f"out has {len(dst)} bytes, fewer than size={n}")
@@ -211,20 +263,26 @@ class Buffer(Handle):
     def memoryview(self) -> memoryview:
         """A writable memoryview of host-accessible memory, without copying.
 
-        The view holds its own reference: the memory stays valid while the view
-        (or anything made from it) lives, whatever happens to this object.
+        The view holds its own pin (a reference; resize refused meanwhile): the
+        memory stays valid and in place while the view (or anything made from
+        it) lives, whatever happens to this object.
         """
-        info = self._info()
-        if not info.host_accessible:
+        h = self._live()  # read once: a close() on another thread cannot change it under us
+        # The view's pin first, so no resize can move the memory between the info and the view.
+        self._check(lib.tether_buffer_pin(h))
+        try:
+            info = self._info(h)
+        except BaseException:
+            lib.tether_buffer_unpin(h)
+            raise
+        if not info.host_accessible or info.size == 0:
+            lib.tether_buffer_unpin(h)
+            if info.size == 0 and info.host_accessible:
+                return memoryview(bytearray())
             raise BufferError("the buffer's memory is not host-accessible (device memory); "
                               "use DLPack or __cuda_array_interface__, or copy_to_host()")
-        self._exported = True
-        if info.size == 0:
-            return memoryview(bytearray())
-        # Our own reference for the view; the gc'd data pointer gives it back.
-        keep = ffi.cast("tether_buffer_t*", self._h)
-        check(lib.tether_buffer_retain(keep))
-        data = _gc(ffi.cast("char*", info.ptr), functools.partial(lib._tether_py_release_view, keep))
+        # The gc'd data pointer gives the pin back when the last view of it dies.
+        data = _gc(ffi.cast("char*", info.ptr), functools.partial(lib._tether_py_release_view, h))
         return memoryview(ffi.buffer(data, info.size))
 
     def __buffer__(self, flags: int) -> memoryview:
@@ -256,7 +314,8 @@ class Buffer(Handle):
         info = self._info()
         if not info.device_accessible:
             raise AttributeError("host memory has no __cuda_array_interface__; use numpy, memoryview or DLPack")
-        self._exported = True
+        self._hold_pin()
+        info = self._info()  # pinned now: this is the memory that stays
         return {"version": 3, "shape": (info.size,), "typestr": "|u1",
                 "data": (int(ffi.cast("uintptr_t", info.ptr)), False), "strides": None,
                 "stream": info.stream if info.stream != 0 else 1}
@@ -278,6 +337,11 @@ class Buffer(Handle):
         first. copy=True exports a copy; dl_device other than the buffer's own
         device is supported for the host (kDLCPU) only (a copy).
         """
+        versioned = _dlpack_versioned(max_version)
+        if dl_device is not None:
+            dl_device = _dlpack_device_argument(dl_device)
+        if stream is not None and stream != -1:
+            stream_value(stream)  # a bad stream fails here, before any copy
         info = self._info()
         dev = _dl_device(self, info)
         source = self
@@ -297,12 +361,9 @@ class Buffer(Handle):
             flags = _DLPACK_FLAG_IS_COPIED
         if dev[0] != kDLCPU:
             _sync_for_consumer(dev, source._info(), stream)
-        versioned = 1 if max_version is not None and tuple(max_version)[0] >= 1 else 0
         tensor = lib._tether_py_dlpack_new(source._live(), versioned, dev[0], dev[1], flags)
         if not tensor:
             raise error_for(_last_status())
-        if source is self:
-            self._exported = True
         try:
             return _capsule_new(int(ffi.cast("uintptr_t", tensor)), _CAPSULE_NAMES[versioned], _CAPSULE_DESTRUCTOR)
         except BaseException:
@@ -323,6 +384,27 @@ class Buffer(Handle):
             if self._h is None:
                 raise closed_error(self)
             check(status)
+
+
+def _dlpack_versioned(max_version) -> int:
+    """1 for a DLManagedTensorVersioned (the consumer accepts DLPack >= 1.0), 0 for the legacy struct."""
+    if max_version is None:
+        return 0
+    try:
+        major, _minor = max_version
+        major, _minor = operator.index(major), operator.index(_minor)
+    except (TypeError, ValueError):
+        raise TypeError(f"max_version must be None or a (major, minor) tuple of ints, not {max_version!r}") from None
+    return 1 if major >= 1 else 0
+
+
+def _dlpack_device_argument(dl_device) -> tuple[int, int]:
+    try:
+        device_type, device_id = dl_device
+        return (operator.index(device_type), operator.index(device_id))
+    except (TypeError, ValueError):
+        raise TypeError(f"dl_device must be None or a (device_type, device_id) tuple of ints, "
+                        f"not {dl_device!r}") from None
 
 
 def _leaf_kind(buffer: Buffer) -> int:

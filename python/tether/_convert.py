@@ -6,9 +6,11 @@ import operator
 import re
 from fractions import Fraction
 
-from ._ffi import lib
+from ._ffi import ffi, lib
 
 SIZE_MAX = (1 << 64) - 1
+UINTPTR_BITS = 8 * ffi.sizeof("uintptr_t")
+UINTPTR_MAX = (1 << UINTPTR_BITS) - 1
 
 #: The host slot of the current-resource table (``TETHER_DEVICE_HOST``).
 HOST: int = lib.TETHER_DEVICE_HOST
@@ -20,7 +22,14 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+# Matched against the string with its ASCII whitespace stripped: one run of
+# optional spaces between number and unit, so matching is linear in the length;
+# [0-9] and re.ASCII so only ASCII digits and spaces count (int() and Fraction()
+# would accept other scripts' digits, and a typo should not become a size).
+_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*([a-zA-Z]*)", re.ASCII)
+_ASCII_SPACE = " \t\n\r\f\v"
+# Longer strings are no size anyone means (SIZE_MAX has 20 digits): refused before parsing.
+_MAX_SIZE_TEXT = 64
 
 
 def parse_size(value: object, what: str = "size") -> int:
@@ -33,7 +42,10 @@ def parse_size(value: object, what: str = "size") -> int:
     unit, too large) or TypeError (not an int or str).
     """
     if isinstance(value, str):
-        m = _SIZE_RE.match(value)
+        if len(value) > _MAX_SIZE_TEXT:
+            raise ValueError(f"{what}: a size string of {len(value)} characters is too long to be a size "
+                             f"(at most {_MAX_SIZE_TEXT}; examples: 4096, '64 MiB', '1.5 GiB')")
+        m = _SIZE_RE.fullmatch(value.strip(_ASCII_SPACE))
         if m is None:
             raise ValueError(f"{what}: cannot read {value!r} as a size (examples: 4096, '64 MiB', '1.5 GiB', '100 MB')")
         unit = m.group(2).lower()
@@ -85,7 +97,11 @@ def stream_value(stream: object) -> int:
         except (TypeError, ValueError):
             raise TypeError(f"__cuda_stream__() of {type(stream).__name__} returned {proto!r}, "
                             "expected a (version, handle) tuple") from None
-        value = operator.index(value)
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"__cuda_stream__() of {type(stream).__name__} returned a handle of type "
+                            f"{type(value).__name__}, expected an int") from None
     elif isinstance(getattr(stream, "cuda_stream", None), int):
         value = stream.cuda_stream
     else:
@@ -108,15 +124,31 @@ def device_value(device: object) -> int:
         raise TypeError(f"device must be an int (a CUDA device id, tether.HOST or "
                         f"tether.CURRENT_DEVICE), not {type(device).__name__}") from None
     if not -(2**31) <= d < 2**31:
-        raise ValueError(f"invalid device id {d}")
+        raise ValueError(f"device: invalid device id {d}")
     return d
+
+
+def handle_value(handle: object, what: str = "handle") -> int:
+    """A C handle given as an int: an address, 0 <= handle < 2**64 (0 is NULL, refused by the caller)."""
+    if isinstance(handle, bool):
+        raise TypeError(f"{what} must be an int (a C handle value), not bool")
+    try:
+        h = operator.index(handle)
+    except TypeError:
+        raise TypeError(f"{what} must be an int (a C handle value), not {type(handle).__name__}") from None
+    if not 0 <= h <= UINTPTR_MAX:
+        raise ValueError(f"{what} {h} is not a pointer value (0 <= handle < 2**{UINTPTR_BITS})")
+    return h
 
 
 def alignment_value(alignment: object) -> int:
     """An alignment in bytes: 0 means TETHER_DEFAULT_ALIGNMENT (256); else a power of two."""
     if isinstance(alignment, bool):
         raise TypeError("alignment must be an int")
-    a = operator.index(alignment)
+    try:
+        a = operator.index(alignment)
+    except TypeError:
+        raise TypeError(f"alignment must be an int (0 or a power of two), not {type(alignment).__name__}") from None
     if a < 0 or a > SIZE_MAX:
         raise ValueError(f"alignment must be 0 or a power of two (got {a})")
     return a

@@ -7,7 +7,7 @@ False instead), and host-side resources keep working.
 
 from __future__ import annotations
 
-from ._convert import optional_size
+from ._convert import device_value, optional_size, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, register
@@ -44,11 +44,11 @@ def current_device() -> int:
 
 def stream_synchronize(device: int, stream: int) -> None:
     """Wait until all work on ``stream`` of ``device`` is done."""
-    check(lib.tether_cuda_stream_synchronize(device, stream))
+    check(lib.tether_cuda_stream_synchronize(device_value(device), stream_value(stream)))
 
 
 def _device(device) -> int:
-    return current_device() if device is None else int(device)
+    return current_device() if device is None else device_value(device)
 
 
 @register(lib.TETHER_RESOURCE_KIND_CUDA)
@@ -87,6 +87,8 @@ class AsyncResource(Resource):
         opts.release_threshold = optional_size(release_threshold, "release_threshold")
         opts.maximum_pool_size = optional_size(maximum_pool_size, "maximum_pool_size")
         if isinstance(ipc_handle_type, int) and not isinstance(ipc_handle_type, bool):
+            if ipc_handle_type not in _IPC.values():
+                raise ValueError(f"ipc_handle_type {ipc_handle_type} is not a TETHER_IPC_HANDLE_* value")
             opts.ipc_handle_type = ipc_handle_type
         else:
             key = ipc_handle_type.lower() if isinstance(ipc_handle_type, str) else ipc_handle_type

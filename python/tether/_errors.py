@@ -40,6 +40,12 @@ class InvalidArgumentError(TetherError, ValueError):
     code = lib.TETHER_ERROR_INVALID_ARGUMENT
 
 
+class PinnedError(InvalidArgumentError, BufferError):
+    """A buffer's memory is still exported (a memoryview, numpy array, DLPack tensor...),
+    so it cannot be resized: the C buffer is pinned (``tether_buffer_pin``)."""
+    code = lib.TETHER_ERROR_INVALID_ARGUMENT
+
+
 class InvalidHandleError(TetherError, ValueError):
     """The object was closed, or the handle is stale, forged or of another type."""
     code = lib.TETHER_ERROR_INVALID_HANDLE
@@ -84,10 +90,19 @@ def check(status: int) -> None:
         raise error_for(status)
 
 
+def stale_handle_error(function: str, handle: object, kind: str) -> InvalidHandleError:
+    """The error for a failed retain/release: those C calls leave the thread's
+    message alone (it may be any earlier call's), so the message is made here."""
+    value = int(ffi.cast("uintptr_t", handle))
+    what = "NULL" if value == 0 else f"0x{value:x}"
+    return InvalidHandleError(f"{function}: {what} is not a live {kind} handle (released, forged, "
+                              "or of another type)", lib.TETHER_ERROR_INVALID_HANDLE)
+
+
 def closed_error(obj: object) -> InvalidHandleError:
     """The error for using an object after close()."""
     return InvalidHandleError(f"{type(obj).__name__} is closed", lib.TETHER_ERROR_INVALID_HANDLE)
 
 
-__all__ = ["TetherError", "OutOfMemoryError", "InvalidArgumentError", "InvalidHandleError",
+__all__ = ["TetherError", "OutOfMemoryError", "InvalidArgumentError", "PinnedError", "InvalidHandleError",
            "NotSupportedError", "NoDeviceError", "CudaError", "LockedError", "check", "error_for"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from ._convert import alignment_value, optional_size, parse_size, stream_value
-from ._errors import InvalidHandleError, check, closed_error
+from ._convert import alignment_value, handle_value, optional_size, parse_size, stream_value
+from ._errors import InvalidHandleError, check, closed_error, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
 
@@ -89,7 +89,8 @@ def wrap_owned(raw) -> "Resource":
 
 def wrap_borrowed(raw) -> "Resource":
     """Retain a borrowed resource handle (cdata) and wrap it."""
-    check(lib.tether_resource_retain(raw))
+    if lib.tether_resource_retain(raw):  # touches no error state: the message is made here
+        raise stale_handle_error("tether_resource_retain", raw, "resource")
     return wrap_owned(raw)
 
 
@@ -148,7 +149,7 @@ class Resource(Handle):
         reference. owned=True: the object takes over the caller's reference.
         The result is an instance of the class matching the resource's kind.
         """
-        raw = ffi.cast("tether_resource_t*", handle)
+        raw = ffi.cast("tether_resource_t*", handle_value(handle))
         if not raw:
             raise InvalidHandleError("resource handle is NULL", lib.TETHER_ERROR_INVALID_HANDLE)
         obj = wrap_owned(raw) if owned else wrap_borrowed(raw)
@@ -239,7 +240,9 @@ class Resource(Handle):
         try:
             status = _deallocate(h, ptr, n, a, s)
         except OverflowError:
-            raise ValueError(f"pointer {ptr!r}, size {n} or alignment {a} does not fit") from None
+            raise ValueError(f"ptr {ptr!r} is not an address (0 <= ptr < 2**64)") from None
+        except TypeError:
+            raise TypeError(f"ptr must be an int address (from allocate()), not {type(ptr).__name__}") from None
         if status:
             self._check(status)
 

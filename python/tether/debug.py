@@ -16,7 +16,13 @@ def live_objects(kind: str | int | None = None) -> int:
     Defaults the table created count too.
     """
     if isinstance(kind, int) and not isinstance(kind, bool):
+        if kind not in _TYPES.values():
+            raise ValueError(f"kind {kind} is not a TETHER_OBJECT_* value "
+                             f"({', '.join(str(v) for v in sorted(set(_TYPES.values())))})")
         t = kind
+    elif kind is not None and not isinstance(kind, str):
+        raise TypeError(f"kind must be None, a string ('any', 'resource', 'buffer') or an int, "
+                        f"not {type(kind).__name__}")
     else:
         key = kind.lower() if isinstance(kind, str) else kind
         if key not in _TYPES:
