@@ -235,9 +235,10 @@ class Buffer(Handle):
             out = bytearray(n)
         try:
             dst = ffi.from_buffer(out, require_writable=True)
-        except TypeError:
+        except (TypeError, BufferError):  # not a buffer, or a read-only one (bytes)
             raise TypeError(f"out must be a writable bytes-like object (bytearray, numpy array, memoryview...), "
-                            f"not {type(out).__name__}") from None
+                            f"not {'read-only ' if isinstance(out, (bytes, memoryview)) else ''}"
+                            f"{type(out).__name__}") from None
         n = len(dst) if size is None else parse_size(size)
         if n > len(dst):
             raise ValueError(f"out has {len(dst)} bytes, fewer than size={n}")

@@ -90,6 +90,9 @@ class AsyncResource(Resource):
             if ipc_handle_type not in _IPC.values():
                 raise ValueError(f"ipc_handle_type {ipc_handle_type} is not a TETHER_IPC_HANDLE_* value")
             opts.ipc_handle_type = ipc_handle_type
+        elif ipc_handle_type is not None and not isinstance(ipc_handle_type, str):
+            raise TypeError(f"ipc_handle_type must be None, a string ('none', 'posix_fd') or a "
+                            f"TETHER_IPC_HANDLE_* int, not {type(ipc_handle_type).__name__}")
         else:
             key = ipc_handle_type.lower() if isinstance(ipc_handle_type, str) else ipc_handle_type
             if key not in _IPC:

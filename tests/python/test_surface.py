@@ -43,6 +43,7 @@ def test_bad_arguments_name_themselves(host):
     raises_naming(ValueError, "ptr", host.deallocate, -1, 8)
     raises_naming(ValueError, "ipc_handle_type", tether.AsyncResource, 0, ipc_handle_type=2**40)
     with tether.Buffer(10, resource=host) as buf:
+        buf.copy_from_host(b"0123456789")
         raises_naming(TypeError, "resource", tether.Buffer, 10, resource=buf)
         raises_naming(TypeError, "max_version", buf.__dlpack__, max_version=())
         raises_naming(TypeError, "max_version", buf.__dlpack__, max_version=("a", 0))
@@ -50,7 +51,8 @@ def test_bad_arguments_name_themselves(host):
         raises_naming(TypeError, "src", buf.copy_from_host, 5)
         raises_naming(TypeError, "out", buf.copy_to_host, 5)
         raises_naming(ValueError, "stream", buf.__dlpack__, stream=-5)
-        assert buf.tobytes() == bytes(10)  # nothing changed
+        raises_naming(TypeError, "out", buf.copy_to_host, b"immutable!")
+        assert buf.tobytes() == b"0123456789"  # nothing changed
 
 
 def test_handles_that_are_no_pointer_value_are_refused():
