@@ -212,11 +212,53 @@ static void test_copy_overlapping_host_memory(void) {
   CHECK_LIVE(TETHER_OBJECT_ANY, base);
 }
 
+/* With a GPU: device-visible host memory (managed, pinned) overlapping itself is
+   staged (no overlapping CUDA copy), and a device buffer's pin works the same. */
+static void test_gpu_overlap_and_pins(void) {
+  if (!tt_have_gpu()) {
+    printf("  (no CUDA device: skipped)\n");
+    return;
+  }
+  size_t base = tt_baseline();
+  tether_status_t (*creators[2])(int, tether_resource_t**) = {tether_managed_resource_create,
+                                                              tether_pinned_host_resource_create};
+  for (int c = 0; c < 2; ++c) {
+    tether_resource_t* r = NULL;
+    REQUIRE_OK(creators[c](0, &r));
+    tether_buffer_t* b = host_buffer(r, 64);
+    unsigned char* p = NULL;
+    REQUIRE_OK(tether_buffer_get_ptr(b, (void**)&p));
+    unsigned char expect[64];
+    for (int i = 0; i < 64; ++i) p[i] = expect[i] = (unsigned char)i;
+    memmove(expect + 8, expect, 40);
+    CHECK_OK(tether_buffer_copy_from_host(b, 8, p, 40));
+    CHECK_OK(tether_cuda_stream_synchronize(0, 0));
+    CHECK(memcmp(p, expect, 64) == 0);
+    for (int i = 0; i < 64; ++i) p[i] = expect[i] = (unsigned char)i;
+    memmove(expect, expect + 5, 50);
+    CHECK_OK(tether_buffer_copy_to_host(b, 5, p, 50));
+    CHECK(memcmp(p, expect, 64) == 0);
+    CHECK_OK(tether_buffer_release(b));
+    CHECK_OK(tether_resource_release(r));
+  }
+  tether_resource_t* dev = NULL;
+  REQUIRE_OK(tether_cuda_resource_create(0, &dev));
+  tether_buffer_t* d = host_buffer(dev, 4096);
+  CHECK_OK(tether_buffer_pin(d));
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_buffer_resize(d, 8192), "pinned");
+  CHECK_OK(tether_buffer_unpin(d));
+  CHECK_OK(tether_buffer_resize(d, 8192));
+  CHECK_OK(tether_buffer_release(d));
+  CHECK_OK(tether_resource_release(dev));
+  CHECK_LIVE(TETHER_OBJECT_ANY, base);
+}
+
 int main(void) {
   RUN(test_resize_refused_while_pinned);
   RUN(test_pin_keeps_the_memory);
   RUN(test_bad_pin_and_unpin);
   RUN(test_pin_races_resize);
   RUN(test_copy_overlapping_host_memory);
+  RUN(test_gpu_overlap_and_pins);
   return tt_finish("test_buffer_pin");
 }
