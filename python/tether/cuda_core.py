@@ -201,7 +201,7 @@ def to_buffer(buf: Buffer):
         raise TypeError(f"buf must be a tether.Buffer, not {type(buf).__name__}")
     info = buf._info()
     own = Buffer.from_handle(buf.handle)  # our own reference, for cuda.core
-    buf._exported = True
+    own._exported = True  # pins the C buffer while cuda.core holds it, whoever closes buf first
     ptr, size = int(own.ptr), int(info.size)
     try:
         return _CoreBuffer.from_handle(ptr, size, owner=own)
