@@ -41,7 +41,13 @@ inline unsigned this_thread_stripe(unsigned stripes) noexcept {
   return s - 1;
 }
 
+std::atomic<owner_t> g_next_id{1};
+
+std::uint64_t clamp(std::int64_t v) noexcept { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
+
 }  // namespace
+
+Resource::Resource(Properties p) noexcept : props_(p), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 // Relaxed sums: the counters are statistics. Exact once the calls that
 // changed them happened-before this read; racing reads are clamped at 0 (a
@@ -60,33 +66,88 @@ std::uint64_t Resource::outstanding_bytes() const noexcept {
 
 std::size_t Resource::normalize_alignment(std::size_t alignment) { return checked_alignment(alignment); }
 
-void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
-  alignment = checked_alignment(alignment);
-  if (bytes == 0) return nullptr;
-  if (bytes > kLargestRequest) {
-    throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: larger than any resource can provide");
-  }
-  void* p = do_allocate(bytes, alignment, stream);
-  // Counted only once do_allocate succeeded; relaxed: they are statistics,
-  // not synchronisation. The RMW is on this thread's stripe, a line no other
-  // thread writes while there are at most kCounterStripes threads.
+std::uint64_t Resource::caller_outstanding_count() const noexcept {
+  return clamp(static_cast<std::int64_t>(outstanding_count()) - dependent_count_.load(std::memory_order_relaxed));
+}
+
+std::uint64_t Resource::caller_outstanding_bytes() const noexcept {
+  return clamp(static_cast<std::int64_t>(outstanding_bytes()) - dependent_bytes_.load(std::memory_order_relaxed));
+}
+
+// Counted only once do_allocate succeeded; relaxed: they are statistics,
+// not synchronisation. The RMW is on this thread's stripe, a line no other
+// thread writes while there are at most kCounterStripes threads.
+inline void Resource::count_allocation(owner_t owner, std::size_t bytes) noexcept {
   CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
   s.count.fetch_add(1, std::memory_order_relaxed);
   s.bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  if (owner != kCaller) {
+    dependent_count_.fetch_add(1, std::memory_order_relaxed);
+    dependent_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+}
+
+inline void Resource::count_free(owner_t owner, std::size_t bytes) noexcept {
+  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
+  s.count.fetch_sub(1, std::memory_order_relaxed);
+  s.bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  if (owner != kCaller) {
+    dependent_count_.fetch_sub(1, std::memory_order_relaxed);
+    dependent_bytes_.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+}
+
+namespace {
+
+[[noreturn]] void throw_bad_owner() { throw_invalid_argument("allocate_for/deallocate_for: owner must be a resource id"); }
+
+inline void check_request(std::size_t bytes) {
+  if (bytes > kLargestRequest) {
+    throw OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes: larger than any resource can provide");
+  }
+}
+
+inline void check_free(const void* ptr, std::size_t bytes) {
+  if (ptr == nullptr) throw_invalid_argument("cannot free a NULL pointer of " + std::to_string(bytes) + " bytes");
+  if (bytes == 0) throw_invalid_argument("cannot free a non-NULL pointer with size 0");
+}
+
+}  // namespace
+
+void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
+  alignment = checked_alignment(alignment);
+  if (bytes == 0) return nullptr;
+  check_request(bytes);
+  void* p = do_allocate_for(kCaller, bytes, alignment, stream);
+  count_allocation(kCaller, bytes);
   return p;
 }
 
 void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
-  if (ptr == nullptr) {
-    if (bytes == 0) return;
-    throw_invalid_argument("cannot free a NULL pointer of " + std::to_string(bytes) + " bytes");
-  }
-  if (bytes == 0) throw_invalid_argument("cannot free a non-NULL pointer with size 0");
+  if (ptr == nullptr && bytes == 0) return;
+  check_free(ptr, bytes);
   alignment = checked_alignment(alignment);
-  do_deallocate(ptr, bytes, alignment, stream);
-  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
-  s.count.fetch_sub(1, std::memory_order_relaxed);
-  s.bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+  count_free(kCaller, bytes);
+}
+
+void* Resource::allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  if (owner == kCaller) throw_bad_owner();
+  alignment = checked_alignment(alignment);
+  if (bytes == 0) return nullptr;
+  check_request(bytes);
+  void* p = do_allocate_for(owner, bytes, alignment, stream);
+  count_allocation(owner, bytes);
+  return p;
+}
+
+void Resource::deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  if (owner == kCaller) throw_bad_owner();
+  if (ptr == nullptr && bytes == 0) return;
+  check_free(ptr, bytes);
+  alignment = checked_alignment(alignment);
+  do_deallocate_for(owner, ptr, bytes, alignment, stream);
+  count_free(owner, bytes);
 }
 
 }  // namespace tether::core

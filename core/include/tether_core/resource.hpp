@@ -6,6 +6,17 @@
 // outstanding-allocation counters; subclasses implement do_allocate()/
 // do_deallocate() and may assume: bytes > 0, alignment is a power of two
 // >= 1 (0 was replaced by kDefaultAlignment), ptr != nullptr on deallocate.
+//
+// Who may free what. A resource accepts a free only of memory it handed out
+// itself, and only from the one it handed it to: a caller of allocate() frees
+// with deallocate(); a dependent resource (a pool's chunk, an adaptor's
+// forwarded allocation) takes memory with allocate_for(its id()) and gives it
+// back with deallocate_for(its id()). A caller's deallocate() of a dependent's
+// memory, or a dependent's free of memory it did not take, is
+// INVALID_ARGUMENT with nothing changed - for resources that record their
+// allocations (host, pool, statistics adaptor via its upstream). Subclasses
+// that record owners override do_allocate_for()/do_deallocate_for(); the
+// default forwards to do_allocate()/do_deallocate() and ignores the owner.
 #pragma once
 
 #include <atomic>
@@ -60,9 +71,14 @@ class StreamOrder {
   virtual void wait_event(stream_t waiter, event_t event) = 0;
 };
 
+// Who holds an allocation: kCaller (0) for a caller of allocate(), else the
+// id() of the dependent resource that took it with allocate_for().
+using owner_t = std::uint64_t;
+inline constexpr owner_t kCaller = 0;
+
 class Resource {
  public:
-  explicit Resource(Properties p) noexcept : props_(p) {}
+  explicit Resource(Properties p) noexcept;
   virtual ~Resource() = default;
   Resource(const Resource&) = delete;
   Resource& operator=(const Resource&) = delete;
@@ -73,10 +89,20 @@ class Resource {
   // nullptr with size 0 is a no-op. Throws Error(INVALID_ARGUMENT) for
   // nullptr with a size, a pointer with size 0, or what the subclass rejects.
   void deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
+  // The same for a dependent resource whose id() is `owner` (never kCaller):
+  // memory taken this way is refused to deallocate() and to any other owner.
+  void* allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
+  void deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
+
+  // Unique for the process (never reused, never kCaller): the owner tag of
+  // what this resource takes from its upstream.
+  owner_t id() const noexcept { return id_; }
 
   const Properties& properties() const noexcept { return props_; }
   virtual const char* name() const noexcept = 0;
-  // True if memory from this resource may be freed into `other` and vice versa.
+  // True if the two resources are interchangeable for comparison (same kind,
+  // sharing one memory source). Equality does not make frees portable: memory
+  // goes back to the resource that handed it out (see the top of this file).
   virtual bool is_equal(const Resource& other) const noexcept { return this == &other; }
   // Give unused memory back upstream. Default: nothing held, nothing to do.
   virtual void trim() {}
@@ -93,12 +119,28 @@ class Resource {
   // negative (clamped to 0).
   std::uint64_t outstanding_count() const noexcept;
   std::uint64_t outstanding_bytes() const noexcept;
+  // Of those, the ones taken by callers (not by dependents through
+  // allocate_for()): what an orphan report is about. Same exactness rules.
+  std::uint64_t caller_outstanding_count() const noexcept;
+  std::uint64_t caller_outstanding_bytes() const noexcept;
 
   static std::size_t normalize_alignment(std::size_t alignment);  // throws on bad alignment
 
  protected:
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
+  // With the owner (kCaller or a dependent's id()). A resource that records
+  // owners overrides both and refuses a free whose owner differs from the
+  // allocation's with INVALID_ARGUMENT, changing nothing.
+  virtual void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
+    (void)owner;
+    return do_allocate(bytes, alignment, stream);
+  }
+  virtual void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
+                                 stream_t stream) {
+    (void)owner;
+    do_deallocate(ptr, bytes, alignment, stream);
+  }
 
  private:
   // The outstanding counters are striped: each thread updates the stripe it
@@ -111,8 +153,15 @@ class Resource {
   };
   static constexpr std::size_t kCounterStripes = 16;
 
+  void count_allocation(owner_t owner, std::size_t bytes) noexcept;
+  void count_free(owner_t owner, std::size_t bytes) noexcept;
+
   Properties props_;
+  const owner_t id_;
   CounterStripe stripes_[kCounterStripes];
+  // What dependents hold (allocate_for): chunk-sized, rare, one line suffices.
+  std::atomic<std::int64_t> dependent_count_{0};
+  std::atomic<std::int64_t> dependent_bytes_{0};
 };
 
 using ResourcePtr = std::shared_ptr<Resource>;
