@@ -107,6 +107,7 @@ struct Record {
   std::size_t size;
   std::size_t alignment;  // normalised, as allocated
   std::uintptr_t base;    // what the driver returned (differs when over-aligned)
+  owner_t owner;          // who may free it: a caller, or the dependent that took it
 };
 
 // Pointer -> Record, sharded so that threads freeing different blocks rarely
@@ -121,7 +122,7 @@ class AllocationTable {
 
   // Remove and return p's record if size and alignment match; otherwise throw
   // INVALID_ARGUMENT and keep it.
-  Record take(std::uintptr_t p, std::size_t size, std::size_t alignment, const char* owner) {
+  Record take(std::uintptr_t p, std::size_t size, std::size_t alignment, owner_t freed_by, const char* owner) {
     Shard& s = shard(p);
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.map.find(p);
@@ -129,6 +130,11 @@ class AllocationTable {
       throw_invalid_argument(std::string(owner) + ": pointer " + hex(reinterpret_cast<void*>(p)) +
                              " was not allocated by this resource (or was already freed)");
     const Record r = it->second;
+    if (r.owner != freed_by)
+      throw_invalid_argument(std::string(owner) + ": pointer " + hex(reinterpret_cast<void*>(p)) +
+                             (freed_by == kCaller ? " is held by a resource over this one (a pool's chunk or an "
+                                                    "adaptor's allocation); free it into the resource that handed it out"
+                                                  : " was not handed out through the resource it was freed into"));
     if (r.size != size)
       throw_invalid_argument(std::string(owner) + ": size mismatch freeing " + hex(reinterpret_cast<void*>(p)) +
                              ": allocated " + std::to_string(r.size) + " bytes, freed with " + std::to_string(size));
@@ -195,6 +201,13 @@ class DriverResource : public Resource {
   }
 
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) final {
+    return do_allocate_for(kCaller, bytes, alignment, stream);
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) final {
+    do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+  }
+
+  void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) final {
     // Enough slack to place an `alignment` boundary inside the block; cannot
     // overflow (Resource::allocate bounds bytes well below SIZE_MAX).
     const std::size_t total = alignment > kNativeAlignment ? bytes + alignment - kNativeAlignment : bytes;
@@ -211,7 +224,7 @@ class DriverResource : public Resource {
                                              ", not aligned to " + std::to_string(alignment) + " bytes");
     }
     try {
-      table_->insert(aligned, Record{bytes, alignment, b});
+      table_->insert(aligned, Record{bytes, alignment, b, owner});
     } catch (...) {
       (void)raw_free(base, stream);
       throw;
@@ -219,9 +232,9 @@ class DriverResource : public Resource {
     return reinterpret_cast<void*>(aligned);
   }
 
-  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) final {
+  void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) final {
     const auto p = reinterpret_cast<std::uintptr_t>(ptr);
-    const Record r = table_->take(p, bytes, alignment, name());  // throws for foreign pointers
+    const Record r = table_->take(p, bytes, alignment, owner, name());  // throws for foreign pointers
     // After exit has begun the context may be gone: leak (see process.hpp).
     if (process_is_exiting()) return;
     CUresult result;

@@ -238,7 +238,7 @@ class PoolResource final : public Resource {
     if (initial != 0) {
       void* mem = nullptr;
       try {
-        mem = upstream_->allocate(initial, kGranule, 0);
+        mem = upstream_->allocate_for(id(), initial, kGranule, 0);
         // Memory from a stream-ordered upstream is ordered on the stream it was
         // asked for on; waiting once here makes the initial chunk any stream's.
         if (order_ != nullptr) order_->synchronize(0);
@@ -253,7 +253,7 @@ class PoolResource final : public Resource {
         ChunkGuard g(b->chunk);
         insert_free(a, b, host_arena_ != nullptr ? &host_arena_->settled : &untouched_);
       } catch (...) {
-        upstream_->deallocate(mem, initial, kGranule, 0);
+        upstream_->deallocate_for(id(), mem, initial, kGranule, 0);
         throw;
       }
     }
@@ -282,7 +282,7 @@ class PoolResource final : public Resource {
       Chunk* next = c->next;
       if (settled && !leak) {
         try {
-          upstream_->deallocate(reinterpret_cast<void*>(c->addr), c->size, kGranule, 0);
+          upstream_->deallocate_for(id(), reinterpret_cast<void*>(c->addr), c->size, kGranule, 0);
         } catch (...) {
           // Nothing sensible to do in a destructor; the chunk is lost.
         }
@@ -324,6 +324,15 @@ class PoolResource final : public Resource {
 
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) override {
+    return do_allocate_for(kCaller, bytes, alignment, stream);
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) override {
+    do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+  }
+
+  // Every block records who holds it (a caller, or the dependent pool or
+  // adaptor that took it with allocate_for), and only that one may free it.
+  void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
     if (order_ == nullptr) stream = 0;
     const std::size_t n = round_up(bytes, kGranule);
     // Blocks start on granule boundaries; a larger alignment is found by
@@ -332,25 +341,26 @@ class PoolResource final : public Resource {
     Arena& a = arena_for(stream);
     {
       std::lock_guard<std::mutex> lock(a.mutex);
-      if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;  // the fast path
+      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;  // the fast path
     }
-    return allocate_slow(a, n, need, bytes, alignment);
+    return allocate_slow(a, n, need, bytes, alignment, owner);
   }
 
-  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) override {
+  void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
+                         stream_t stream) override {
     if (order_ == nullptr) stream = 0;
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     Arena& a = arena_for(stream);
     {
       std::lock_guard<std::mutex> lock(a.mutex);
       const std::size_t slot = a.table.find(addr);
-      if (slot != BlockTable::npos) return free_block(a, a, slot, bytes, alignment);  // the fast path
+      if (slot != BlockTable::npos) return free_block(a, a, slot, bytes, alignment, owner);  // the fast path
     }
     // Freed on another stream than it was allocated on (or not ours at all).
     World world(*this);
-    for (const auto& owner : arenas_) {
-      const std::size_t slot = owner->table.find(addr);
-      if (slot != BlockTable::npos) return free_block(a, *owner, slot, bytes, alignment);
+    for (const auto& holder : arenas_) {
+      const std::size_t slot = holder->table.find(addr);
+      if (slot != BlockTable::npos) return free_block(a, *holder, slot, bytes, alignment, owner);
     }
     throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
   }
@@ -382,6 +392,17 @@ class PoolResource final : public Resource {
     PoolResource& pool_;
     bool locked_ = false;
   };
+
+  static std::string wrong_owner(std::uintptr_t addr, owner_t held_by, owner_t freed_by) {
+    if (freed_by == kCaller)
+      return "pool: pointer " + hex(addr) +
+             " is held by a resource over this pool (a pool's chunk or an adaptor's allocation); "
+             "free it into the resource that handed it out";
+    if (held_by == kCaller)
+      return "pool: pointer " + hex(addr) +
+             " was allocated directly from this pool, not through the resource it was freed into; free it into the pool";
+    return "pool: pointer " + hex(addr) + " was handed out through another resource over this pool than the one it was freed into";
+  }
 
   static std::string hex(std::uintptr_t v) {
     char buf[32];
@@ -474,7 +495,7 @@ class PoolResource final : public Resource {
   // pieces go back to `home`: they were never touched by a's stream.
   // Requires reserve_records(a) and b's chunk lock.
   static void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size_t bytes,
-                     std::size_t alignment) noexcept {
+                     std::size_t alignment, owner_t owner) noexcept {
     if (alignment > kGranule) {
       const std::uintptr_t aligned = (b->addr + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
       if (aligned != b->addr) {
@@ -486,7 +507,7 @@ class PoolResource final : public Resource {
     if (b->size - n >= kGranule) insert_free(a, split(a, b, n), home);
     b->index = nullptr;
     b->request.bytes = bytes;
-    b->request.alignment = alignment;
+    b->request.set(alignment, owner);
     ++b->chunk->allocated;
     a.table.insert(b->addr, b);
     a.used += b->size;
@@ -494,21 +515,22 @@ class PoolResource final : public Resource {
   }
 
   // Take free block b out of idx and carve it for arena a.
-  static void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t bytes, std::size_t alignment) {
+  static void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t bytes, std::size_t alignment,
+                    owner_t owner) {
     reserve_records(a);  // may throw: nothing changed yet
     ChunkGuard g(b->chunk);
     idx->remove(b);
-    return carve(a, b, idx, n, bytes, alignment);
+    return carve(a, b, idx, n, bytes, alignment, owner);
   }
 
   // A block of arena a's own (a locked): O(1) in each index, then a bounded
   // look at the request's own size class. nullptr if none fits.
   static void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
-                        std::size_t scan) {
+                        owner_t owner, std::size_t scan) {
     for (FreeIndex* idx : {&a.fresh, &a.settled})
-      if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment);
+      if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment, owner);
     for (FreeIndex* idx : {&a.fresh, &a.settled})
-      if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment);
+      if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment, owner);
     return nullptr;
   }
 
@@ -530,16 +552,18 @@ class PoolResource final : public Resource {
   }
 
   // Free the block in `owner`'s table at `slot` on arena a's stream. Both locked.
-  void free_block(Arena& a, Arena& owner, std::size_t slot, std::size_t bytes, std::size_t alignment) {
-    Block* b = owner.table.at(slot);
+  void free_block(Arena& a, Arena& holder, std::size_t slot, std::size_t bytes, std::size_t alignment,
+                  owner_t owner) {
+    Block* b = holder.table.at(slot);
     const std::uintptr_t addr = b->addr;
+    if (b->request.owner() != owner) throw_invalid_argument(wrong_owner(addr, b->request.owner(), owner));
     if (b->request.bytes != bytes) {
       throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
                              ", freed with " + bytes_text(bytes));
     }
-    if (b->request.alignment != alignment) {
+    if (b->request.alignment() != alignment) {
       throw_invalid_argument("pool: alignment mismatch freeing " + hex(addr) + ": allocated with " +
-                             std::to_string(b->request.alignment) + ", freed with " + std::to_string(alignment));
+                             std::to_string(b->request.alignment()) + ", freed with " + std::to_string(alignment));
     }
     const bool rec = order_ != nullptr && (eager_ || a.record_requested || a.unrecorded + 1 >= kRecordEvery);
     if (rec) {
@@ -547,8 +571,8 @@ class PoolResource final : public Resource {
       if (a.event == nullptr) a.event = order_->create_event();
       order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
     }
-    owner.table.erase_at(slot);
-    owner.used -= b->size;
+    holder.table.erase_at(slot);
+    holder.used -= b->size;
     {
       ChunkGuard g(b->chunk);
       --b->chunk->allocated;
@@ -594,13 +618,13 @@ class PoolResource final : public Resource {
   // Ask upstream for a chunk (the world unlocked meanwhile) and carve from it
   // for arena a. nullptr if upstream is out of memory (its message in `error`).
   void* grow(World& world, Arena& a, std::size_t chunk_size, std::size_t n, std::size_t bytes,
-             std::size_t alignment, std::string& error) {
+             std::size_t alignment, owner_t owner, std::string& error) {
     auto chunk = std::make_unique<Chunk>();
     pending_ += chunk_size;  // counts against the maximum while unlocked
     world.unlock();
     void* mem = nullptr;
     try {
-      mem = upstream_->allocate(chunk_size, kGranule, a.stream);
+      mem = upstream_->allocate_for(id(), chunk_size, kGranule, a.stream);
     } catch (const OutOfMemory& e) {
       error = e.what();
     } catch (...) {
@@ -620,22 +644,23 @@ class PoolResource final : public Resource {
     } catch (...) {
       world.unlock();
       try {
-        upstream_->deallocate(mem, chunk_size, kGranule, a.stream);
+        upstream_->deallocate_for(id(), mem, chunk_size, kGranule, a.stream);
       } catch (...) {
       }
       throw;
     }
     Block* b = add_chunk(std::move(chunk), mem, chunk_size, a);
     ChunkGuard g(b->chunk);
-    return carve(a, b, &a.settled, n, bytes, alignment);
+    return carve(a, b, &a.settled, n, bytes, alignment, owner);
   }
 
   // The allocation arena a could not serve from its own blocks.
-  void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment) {
+  void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
+                      owner_t owner) {
     World world(*this);
     const stream_t stream = a.stream;
     // 0. Our own blocks again (another thread on our stream may have freed some).
-    if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;
+    if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;
     // 1. Memory no stream has used: take a growth-sized piece of it, no wait needed.
     if (Block* b = untouched_.find(need)) {
       reserve_records(a);
@@ -647,7 +672,7 @@ class PoolResource final : public Resource {
         insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
       }
       if (order_ != nullptr) record(a);
-      if (void* p = take_own(a, n, need, bytes, alignment, kOwnClassScan)) return p;
+      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;
     }
     // 2. Another stream's settled block, once our stream waits on its event.
     //    Streams with uncovered frees are asked to record at their next free.
@@ -658,7 +683,7 @@ class PoolResource final : public Resource {
         if (Block* b = other->settled.find(need)) {
           reserve_records(a);
           waits.wait(stream, other.get());
-          return take(a, b, &other->settled, n, bytes, alignment);
+          return take(a, b, &other->settled, n, bytes, alignment, owner);
         }
         if (!other->fresh.empty()) other->record_requested = true;
       }
@@ -668,7 +693,7 @@ class PoolResource final : public Resource {
     std::string upstream_error;
     const std::size_t chunk = growth_for(need);
     if (chunk != 0) {
-      if (void* p = grow(world, a, chunk, n, bytes, alignment, upstream_error)) return p;
+      if (void* p = grow(world, a, chunk, n, bytes, alignment, owner, upstream_error)) return p;
     }
     // 4. Out of memory: from now on every free is covered at once. Make every
     //    stream's free memory ours (waiting on each one's event, or once on
@@ -702,7 +727,7 @@ class PoolResource final : public Resource {
       // waits just made, or a later taker that waits on it would miss them.
       if (moved || !a.fresh.empty()) record(a);
     }
-    if (void* p = take_own(a, n, need, bytes, alignment, SIZE_MAX)) return p;
+    if (void* p = take_own(a, n, need, bytes, alignment, owner, SIZE_MAX)) return p;
     // 5. Give wholly free chunks back and ask for exactly what is needed.
     std::vector<Release> released;
     std::exception_ptr error;
@@ -715,7 +740,7 @@ class PoolResource final : public Resource {
     if (error) std::rethrow_exception(error);
     const bool fits = !limited_ || (pool_size_ + pending_ <= maximum_ && need <= maximum_ - pool_size_ - pending_);
     if (fits && (!released.empty() || chunk != need)) {
-      if (void* p = grow(world, a, need, n, bytes, alignment, upstream_error)) return p;
+      if (void* p = grow(world, a, need, n, bytes, alignment, owner, upstream_error)) return p;
     }
     throw OutOfMemory(exhausted(bytes, alignment, upstream_error));
   }
@@ -782,7 +807,7 @@ class PoolResource final : public Resource {
     std::exception_ptr error;
     for (const Release& r : released) {
       try {
-        upstream_->deallocate(reinterpret_cast<void*>(r.addr), r.size, kGranule, 0);
+        upstream_->deallocate_for(id(), reinterpret_cast<void*>(r.addr), r.size, kGranule, 0);
       } catch (...) {
         if (!error) error = std::current_exception();
       }

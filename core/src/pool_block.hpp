@@ -42,9 +42,14 @@ struct alignas(64) Block {
     Block* prev;
     Block* next;  // (also links spare records in the pool's record cache)
   };
-  struct Request {  // allocated: what was asked for, checked on free
+  struct Request {  // allocated: what was asked for and by whom, checked on free
     std::size_t bytes;
-    std::size_t alignment;
+    std::uint64_t tag;  // owner << 6 | log2(alignment): the block stays one cache line
+    void set(std::size_t alignment, owner_t owner) noexcept {
+      tag = (static_cast<std::uint64_t>(owner) << 6) | static_cast<std::uint64_t>(__builtin_ctzll(alignment));
+    }
+    std::size_t alignment() const noexcept { return std::size_t{1} << (tag & 63u); }
+    owner_t owner() const noexcept { return tag >> 6; }
   };
 
   std::uintptr_t addr = 0;

@@ -1,4 +1,6 @@
 // StatisticsAdaptor: forwards to its upstream and counts what succeeded.
+// Only what came through the adaptor may be freed through it, and what came
+// through it may not be freed around it (see do_allocate_for below).
 // Counters are independent relaxed atomics: each is exact, but a snapshot
 // taken while other threads allocate may mix values from different instants.
 #include "tether_core/statistics.hpp"
@@ -54,7 +56,20 @@ class StatisticsAdaptor final : public Resource {
 
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) override {
-    void* p = upstream_->allocate(bytes, alignment, stream);  // counts nothing if this throws
+    return do_allocate_for(kCaller, bytes, alignment, stream);
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) override {
+    do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+  }
+
+  // The adaptor keeps no table of its own: it takes memory from upstream in
+  // the name of whoever asked it (itself for a caller, else the dependent
+  // that asked), so the upstream's records say which allocations came
+  // through this adaptor. A free of anything else - upstream memory taken
+  // directly, another adaptor's, a dependent's chunk - is refused by the
+  // upstream before any counter here moves.
+  void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
+    void* p = upstream_->allocate_for(tag(owner), bytes, alignment, stream);  // counts nothing if this throws
     raise_peak(peak_bytes_, current_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
     raise_peak(peak_count_, current_count_.fetch_add(1, std::memory_order_relaxed) + 1);
     total_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -62,13 +77,16 @@ class StatisticsAdaptor final : public Resource {
     return p;
   }
 
-  void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) override {
-    upstream_->deallocate(ptr, bytes, alignment, stream);  // a rejected free changes nothing
+  void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
+                         stream_t stream) override {
+    upstream_->deallocate_for(tag(owner), ptr, bytes, alignment, stream);  // a rejected free changes nothing
     current_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
     current_count_.fetch_sub(1, std::memory_order_relaxed);
   }
 
  private:
+  owner_t tag(owner_t owner) const noexcept { return owner == kCaller ? id() : owner; }
+
   ResourcePtr upstream_;
   std::atomic<std::uint64_t> current_bytes_{0}, peak_bytes_{0}, total_bytes_{0};
   std::atomic<std::uint64_t> current_count_{0}, peak_count_{0}, total_count_{0};
