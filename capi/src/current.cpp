@@ -51,7 +51,29 @@ int resolve_device(int device) {
   return device;
 }
 
-HandleRef current_resource(int device) { return table().get(resolve_device(device)); }
+HandleRef current_resource(int device) {
+  const int slot = resolve_device(device);
+  HandleRef r = table().get(slot);
+  // get() copies the slot's reference; the copy is empty only if the slot's
+  // handle is dead: a caller released the table's reference as its own (one
+  // release too many). Never hand that value out as live.
+  if (!r)
+    throw core::Error(TETHER_ERROR_INVALID_HANDLE,
+                      "the current resource's handle was released while installed (released once too often by a "
+                      "caller); install a live resource with tether_current_resource_set");
+  return r;
+}
+
+namespace {
+// The table's previous reference, or an empty one if its handle died under
+// the table (released once too often by a caller): never returned as owned.
+HandleRef live_or_empty(HandleRef previous) noexcept {
+  if (!previous) return previous;
+  HandleRef copy = previous;  // empty if the handle is dead
+  if (!copy) (void)previous.release();  // nothing to drop: the reference is gone
+  return copy;
+}
+}  // namespace
 
 }  // namespace tether::capi
 
@@ -79,7 +101,7 @@ TETHER_API tether_status_t tether_current_resource_set(int device, tether_resour
       check_usable(r->core->properties(), slot);
       next = retained(r);
     }
-    HandleRef previous = table().set(slot, std::move(next));
+    HandleRef previous = live_or_empty(table().set(slot, std::move(next)));
     if (out_previous != nullptr) *out_previous = previous.release();
   });
 }

@@ -106,12 +106,10 @@ struct ResourceObject : Object {
   // The upstream's handle (retained by this object) so get_upstream keeps
   // handle identity; nullptr for leaf resources.
   tether_resource_t* upstream = nullptr;
-  // If the last handle goes while the core resource still has allocations
-  // outstanding, the core resource is kept as an orphan (see tether/debug.h)
-  // instead of being destroyed. Those can only be raw allocations made through
-  // this handle, or chunks of a dependent that is itself an orphan: buffers and
-  // dependent resources hold a reference to this handle, and each core object
-  // has exactly one handle.
+  // If the last handle goes while callers still hold raw allocations of the
+  // core resource (Resource::caller_outstanding_count(): a dependent's chunks
+  // do not count), the core resource is kept as an orphan (see tether/debug.h)
+  // instead of being destroyed - whoever else still holds the core object.
   ~ResourceObject() override;
 };
 
@@ -173,7 +171,11 @@ class HandleRef {
  public:
   HandleRef() noexcept = default;
   static HandleRef adopt(tether_resource_t* h) noexcept { HandleRef r; r.h_ = h; return r; }
-  HandleRef(const HandleRef& o) noexcept : h_(o.h_) { if (h_) retain_resource(h_); }
+  // A copy of a reference whose handle is no longer live (someone released
+  // it once too often) is empty: it never hands out a dead handle as owned.
+  HandleRef(const HandleRef& o) noexcept : h_(o.h_) {
+    if (h_ && retain_resource(h_) != TETHER_OK) h_ = nullptr;
+  }
   HandleRef(HandleRef&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
   HandleRef& operator=(HandleRef o) noexcept { std::swap(h_, o.h_); return *this; }
   ~HandleRef() { if (h_) release_resource(h_); }

@@ -15,11 +15,16 @@ inline std::uintptr_t value_of(tether_resource_t* h) noexcept { return reinterpr
 }  // namespace
 
 ResourceObject::~ResourceObject() {
-  // use_count() > 1: an orphaned dependent (a pool whose raw allocations are
-  // outstanding) still holds this core object, keeps it alive and is the one reported.
-  if (core && core.use_count() == 1 && core->outstanding_count() > 0) {
-    const auto count = static_cast<std::int64_t>(core->outstanding_count());
-    const auto bytes = static_cast<std::int64_t>(core->outstanding_bytes());
+  // Orphan the core object if callers still hold raw allocations from it.
+  // Decided by the resource's own books, never by who else holds the core
+  // object: what dependents took (a pool's chunks, counted apart by
+  // allocate_for) is theirs to give back, while a holder of the core object
+  // (a buffer still live after a caller released this handle once too often)
+  // must not be the one that destroys memory a caller still uses. The
+  // orphan list keeps its own reference: whoever else holds one may drop it.
+  if (core && core->caller_outstanding_count() > 0) {
+    const auto count = static_cast<std::int64_t>(core->caller_outstanding_count());
+    const auto bytes = static_cast<std::int64_t>(core->caller_outstanding_bytes());
     orphans::adopt(std::move(core), count, bytes);
   }
   core.reset();
