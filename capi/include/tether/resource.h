@@ -166,9 +166,17 @@ TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource,
 /**
  * Give back memory from tether_resource_allocate() of this resource. The memory
  * may be reused by work ordered after `stream`. NULL with size 0 is a no-op.
- * Errors: INVALID_HANDLE; INVALID_ARGUMENT if the resource can tell that the
- * pointer is not its own or size/alignment differ from the allocation (the
- * memory is then left untouched).
+ * A resource accepts only memory it handed out itself to the caller: not
+ * another resource's (not even an equal one's - tether_resource_is_equal() is
+ * for comparison; free into the resource you allocated from), not memory that
+ * came through an adaptor or pool over it (a pool's chunk), not memory of its
+ * upstream freed through an adaptor, not a pointer already freed.
+ * Errors: INVALID_HANDLE; INVALID_ARGUMENT, naming the pointer, for any of
+ * those and for a size or alignment that differs from the allocation: the
+ * memory is then left untouched (never read) and no resource's counters
+ * change. Host, pool and statistics resources check every free; CUDA
+ * resources of one kind and device share one table of allocations, so they
+ * accept each other's caller allocations.
  */
 TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resource, void* ptr,
                                                       size_t size, size_t alignment,
@@ -191,8 +199,10 @@ TETHER_API tether_status_t tether_resource_get_upstream(tether_resource_t* resou
                                                         tether_resource_t** out);
 
 /**
- * *out = 1 if memory from `a` may be given back to `b` and vice versa (the same
- * resource, or two resources of one kind that share their memory), else 0.
+ * *out = 1 if `a` and `b` are the same resource or two resources of one kind
+ * that share one memory source (two host resources, two CUDA resources of one
+ * device), else 0. For comparison only: memory is freed into the resource that
+ * allocated it (see tether_resource_deallocate()).
  */
 TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether_resource_t* b,
                                                     int* out);

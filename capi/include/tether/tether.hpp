@@ -376,9 +376,10 @@ class resource {
     check(tether_resource_get_pool_info(handle_, &info));
     return info;
   }
-  /// True if memory from this resource may be given back to `other` and vice
-  /// versa (the same resource, or two that share their memory). Throws for
-  /// stale handles; two empty resources are equal, empty and non-empty are not.
+  /// True if this resource and `other` are the same resource or two of one
+  /// kind over one memory source (comparison only: memory is freed into the
+  /// resource that allocated it). Throws for stale handles; two empty
+  /// resources are equal, empty and non-empty are not.
   bool is_equal(const resource& other) const {
     if (handle_ == nullptr || other.handle_ == nullptr) return handle_ == other.handle_;
     if (handle_ == other.handle_) return true;
