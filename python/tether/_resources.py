@@ -118,9 +118,11 @@ def create(fn, *args) -> "Resource":
 class Resource(Handle):
     """A tether memory resource (base class of every resource type).
 
-    Resources compare equal (``==``) when memory from one may be given back to
-    the other (``tether_resource_is_equal``): always for two wrappers of the
-    same handle. ``hash`` is consistent with that.
+    Resources compare equal (``==``) as ``tether_resource_is_equal`` says
+    (always for two wrappers of the same handle; for two resources of one kind
+    and device that hand out the same sort of memory). Equality is for
+    comparison only: memory is freed into the resource it came from, and any
+    other resource refuses it (``ValueError``). ``hash`` is consistent with ``==``.
     """
 
     __slots__ = ("_kind", "_device", "_device_accessible", "_host_accessible")
