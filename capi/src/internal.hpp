@@ -18,24 +18,31 @@ namespace tether::capi {
 
 // ---- errors ---------------------------------------------------------------
 
-// Record the calling thread's last error and return `status`.
+// Record the calling thread's last error and return `status`. Never
+// allocates: the message is copied into a fixed per-thread buffer (truncated
+// past kMaxErrorMessage bytes), so it works when the heap is exhausted.
 tether_status_t set_error(tether_status_t status, const std::string& message) noexcept;
+// The same for "<function>: <what>", built without allocating.
+tether_status_t set_error(tether_status_t status, const char* function, const char* what) noexcept;
+constexpr std::size_t kMaxErrorMessage = 1023;
 
 // Run f(); translate any exception into a status and the thread's message,
-// prefixed with the name of the API function. Nothing escapes.
+// prefixed with the name of the API function. Nothing escapes, and building
+// the message allocates nothing (a std::bad_alloc is reported as
+// OUT_OF_MEMORY even when no byte is left).
 template <class F>
 tether_status_t guard(const char* function, F&& f) noexcept {
   try {
     f();
     return TETHER_OK;
   } catch (const core::Error& e) {
-    return set_error(e.status(), std::string(function) + ": " + e.what());
+    return set_error(e.status(), function, e.what());
   } catch (const std::bad_alloc&) {
-    return set_error(TETHER_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of host memory");
+    return set_error(TETHER_ERROR_OUT_OF_MEMORY, function, "out of host memory");
   } catch (const std::exception& e) {
-    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+    return set_error(TETHER_ERROR_INTERNAL, function, e.what());
   } catch (...) {
-    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+    return set_error(TETHER_ERROR_INTERNAL, function, "unknown exception");
   }
 }
 
