@@ -8,6 +8,18 @@
 // use of that value - or of a forged value - fails the check and is reported
 // as TETHER_ERROR_INVALID_HANDLE instead of touching freed memory.
 //
+// Generations never wrap. A slot whose generation reaches 2^32 - 1 is
+// retired when that generation's last reference goes: it never returns to
+// the free list, so no handle value is ever issued twice (a wrap would make
+// a stale holder's value live again, and its release would destroy the new
+// owner's object). The free list hands out the most recently freed slot, so
+// one slot can reach the limit after 2^32 create/release cycles (minutes in
+// a tight loop); retiring it costs 24 bytes. Handles run out only after
+// 2^28 slots x 2^32 generations.
+//
+// Nothing here allocates after a slot exists: the free list is threaded
+// through the slots (no vector to grow in the noexcept release path).
+//
 // Slots live in chunks that are never freed or moved, so lookups take no lock.
 // The registry itself is never destroyed: releases from other libraries'
 // static destructors at exit still find it.
@@ -27,7 +39,6 @@
 // once) takes a counted reference instead.
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "internal.hpp"
 
@@ -44,16 +55,21 @@ struct Slot {
   std::atomic<std::uint64_t> state{0};  // generation << 32 | refcount
   std::atomic<Object*> object{nullptr};
   std::atomic<std::uint32_t> type{0};
+  std::uint32_t next_free = 0;  // the free list's link (under its mutex)
 };
 
 std::atomic<Slot*> g_chunks[kMaxChunks];            // constant-initialised, never freed
 std::atomic<std::uint32_t> g_published{0};          // slots [0, g_published) exist
 std::atomic<std::int64_t> g_live[3];                // by ObjectType (index 0 unused)
 
+constexpr std::uint32_t kNoSlot = 0xffffffffu;
+constexpr std::uint32_t kLastGeneration = 0xffffffffu;
+
 struct FreeList {
   std::mutex mutex;
-  std::vector<std::uint32_t> indices;
-  std::uint32_t next = 0;
+  std::uint32_t head = kNoSlot;  // most recently freed slot, linked by Slot::next_free
+  std::uint32_t next = 0;        // first slot never used
+  std::uint64_t retired = 0;     // slots retired at their last generation
 };
 FreeList& free_list() {
   static FreeList* list = new FreeList;  // leaked on purpose (see above)
@@ -155,7 +171,12 @@ void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
   g_live[type].fetch_sub(1, std::memory_order_relaxed);
   FreeList& fl = free_list();
   std::lock_guard<std::mutex> lock(fl.mutex);
-  fl.indices.push_back(index);
+  if (static_cast<std::uint32_t>(h >> 32) == kLastGeneration) {
+    ++fl.retired;  // never reused: see "Generations never wrap"
+    return;
+  }
+  s->next_free = fl.head;
+  fl.head = index;
 }
 
 // The last reference of `h` is gone: destroy now, or when this thread's own
@@ -178,8 +199,8 @@ bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
     std::uint64_t next;
     const bool last = (cur & kCountMask) == 1;
     if (last) {
-      std::uint32_t g = gen + 1;
-      if (g == 0) g = 1;
+      // The last generation ends at 0, which no handle carries (the slot is retired).
+      const std::uint32_t g = gen == kLastGeneration ? 0 : gen + 1;
       next = static_cast<std::uint64_t>(g) << 32;
     } else {
       next = cur - 1;
@@ -199,9 +220,9 @@ std::uintptr_t create(ObjectType type, Object* obj) {
   {
     FreeList& fl = free_list();
     std::lock_guard<std::mutex> lock(fl.mutex);
-    if (!fl.indices.empty()) {
-      index = fl.indices.back();
-      fl.indices.pop_back();
+    if (fl.head != kNoSlot) {
+      index = fl.head;
+      fl.head = slot_at(index)->next_free;
     } else {
       index = fl.next;
       const std::uint32_t chunk = index >> kChunkBits;
@@ -313,6 +334,22 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
   if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
   return drop(s, index, gen);
 }
+
+namespace testing {
+bool set_generation(std::uint32_t index, std::uint32_t generation) noexcept {
+  Slot* s = slot_at(index);
+  if (s == nullptr || generation == 0) return false;
+  std::uint64_t cur = s->state.load(std::memory_order_acquire);
+  if ((cur & kCountMask) != 0) return false;  // live: leave it alone
+  return s->state.compare_exchange_strong(cur, static_cast<std::uint64_t>(generation) << 32);
+}
+
+std::uint64_t retired_slots() noexcept {
+  FreeList& fl = free_list();
+  std::lock_guard<std::mutex> lock(fl.mutex);
+  return fl.retired;
+}
+}  // namespace testing
 
 std::size_t live(std::uint32_t type) noexcept {
   if (type == 0) {

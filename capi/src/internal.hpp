@@ -144,6 +144,15 @@ Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;
+// Internal test hooks (tests/capi/test_registry.cpp builds handles.cpp into
+// the test; nothing here is exported from libtether).
+namespace testing {
+// Give the free slot `index` the generation `generation` (its next handle's);
+// false if the slot does not exist or is live.
+bool set_generation(std::uint32_t index, std::uint32_t generation) noexcept;
+// How many slots were retired at their last generation.
+std::uint64_t retired_slots() noexcept;
+}  // namespace testing
 }  // namespace registry
 
 // A new resource handle owning `core`; `upstream` (may be NULL) is retained by
