@@ -323,6 +323,7 @@ void end_borrow(const Borrow& borrowed) noexcept {
 }
 
 bool release(std::uintptr_t h, ObjectType type) noexcept {
+  ForkGate gate;  // may destroy objects: takes locks (fork.cpp)
   std::uint32_t index, gen;
   if (!decode(h, index, gen)) return false;
   Slot* s = slot_at(index);
@@ -333,6 +334,18 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
   if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
   if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
   return drop(s, index, gen);
+}
+
+// Called by fork.cpp's child handler, in a child where only this thread
+// exists and no thread was inside tether at the fork. Hazard words of
+// threads that do not exist here are cleared (a release would otherwise
+// wait for them forever) and their blocks become free for reuse.
+void after_fork_child() noexcept {
+  for (HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+    if (b == t_block) continue;
+    for (auto& w : b->hazard) w.store(0, std::memory_order_relaxed);
+    b->owned.store(false, std::memory_order_relaxed);
+  }
 }
 
 namespace testing {

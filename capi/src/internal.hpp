@@ -26,12 +26,26 @@ tether_status_t set_error(tether_status_t status, const std::string& message) no
 tether_status_t set_error(tether_status_t status, const char* function, const char* what) noexcept;
 constexpr std::size_t kMaxErrorMessage = 1023;
 
+// Fork safety (fork.cpp). Every entry point that can take a lock or wait
+// runs inside a ForkGate: fork() (in its prepare handler) waits until no
+// other thread is inside one, so the child never inherits a lock held by a
+// thread that does not exist there. Nests; costs one store and one load.
+void fork_gate_enter() noexcept;
+void fork_gate_leave() noexcept;
+struct ForkGate {
+  ForkGate() noexcept { fork_gate_enter(); }
+  ~ForkGate() { fork_gate_leave(); }
+  ForkGate(const ForkGate&) = delete;
+  ForkGate& operator=(const ForkGate&) = delete;
+};
+
 // Run f(); translate any exception into a status and the thread's message,
 // prefixed with the name of the API function. Nothing escapes, and building
 // the message allocates nothing (a std::bad_alloc is reported as
 // OUT_OF_MEMORY even when no byte is left).
 template <class F>
 tether_status_t guard(const char* function, F&& f) noexcept {
+  ForkGate gate;
   try {
     f();
     return TETHER_OK;

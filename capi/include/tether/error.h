@@ -29,7 +29,11 @@ typedef enum tether_status {
   TETHER_ERROR_OUT_OF_MEMORY = 3,
   /** This build, resource or platform does not offer the operation. */
   TETHER_ERROR_NOT_SUPPORTED = 4,
-  /** No CUDA driver, no device, or a driver too old for tether. */
+  /**
+   * No CUDA driver, no device, or a driver too old for tether; also every CUDA
+   * call in the child of a fork() made after CUDA was initialised (CUDA does
+   * not survive fork(); the host side of tether does).
+   */
   TETHER_ERROR_NO_DEVICE = 5,
   /** A CUDA driver call failed; the message names the call and the CUresult. */
   TETHER_ERROR_CUDA = 6,

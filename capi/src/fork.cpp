@@ -1,0 +1,173 @@
+// fork() safety.
+//
+// A fork() child has one thread: the one that called fork(). Any lock another
+// thread held at that moment stays locked forever in the child, and any
+// hazard word it had published (handles.cpp, "Borrows") stays published, so
+// a release in the child would wait for a thread that does not exist.
+//
+// tether takes no lock across calls and calls no user code, so "no thread is
+// inside tether" means "no tether lock is held and no hazard word is
+// published". That is what the prepare handler establishes: every entry point
+// that can lock or wait runs inside a ForkGate (guard(), registry::release(),
+// the PyTorch entry points, the orphan census); prepare raises g_forking and
+// waits until no other thread is inside a gate, while threads that arrive
+// meanwhile wait at the gate until the fork is over. A gate costs one
+// thread-private store and one load of a shared, read-mostly flag.
+//
+// In the child the handler forgets the gate records and hazard words of
+// threads that no longer exist and tells the core (process.cpp) that CUDA is
+// gone if the parent had initialised it. Host resources, pools over host
+// memory, buffers, the table and handles work in the child; CUDA resources
+// fail with TETHER_ERROR_NO_DEVICE, and CUDA memory inherited from the parent
+// is never freed there (leaked, like at exit).
+#include <pthread.h>
+#include <sched.h>
+
+#include <mutex>
+
+#include "internal.hpp"
+#include "tether_core/process.hpp"
+
+namespace tether::capi {
+
+namespace registry {
+void after_fork_child() noexcept;  // handles.cpp
+}
+
+namespace {
+
+// One thread's record. Never freed; a thread's block is reused after it exits.
+struct alignas(64) GateBlock {
+  std::atomic<std::uint32_t> active{0};  // 1 while the thread is inside a gate
+  std::atomic<bool> owned{false};
+  GateBlock* next = nullptr;  // immutable once published
+};
+
+std::atomic<GateBlock*> g_blocks{nullptr};
+std::atomic<bool> g_forking{false};
+// Threads inside a gate without a block (allocation failed, or the thread is
+// past its TLS destruction): counted here instead.
+std::atomic<std::int64_t> g_unlisted{0};
+std::mutex g_fork_mutex;  // one fork at a time
+
+thread_local GateBlock* t_gate = nullptr;
+thread_local GateBlock* t_entered = nullptr;  // the block the outermost gate used
+thread_local bool t_entered_unlisted = false;
+thread_local bool t_gate_gone = false;
+thread_local int t_depth = 0;
+
+struct GateOwner {
+  void touch() noexcept {}
+  ~GateOwner() {
+    if (t_gate != nullptr) t_gate->owned.store(false, std::memory_order_release);
+    t_gate = nullptr;
+    t_gate_gone = true;
+  }
+};
+thread_local GateOwner t_gate_owner;
+
+GateBlock* my_gate() noexcept {
+  if (t_gate != nullptr) return t_gate;
+  if (t_gate_gone) return nullptr;
+  GateBlock* b = g_blocks.load(std::memory_order_acquire);
+  for (; b != nullptr; b = b->next) {
+    bool expected = false;
+    if (!b->owned.load(std::memory_order_relaxed) &&
+        b->owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
+      break;
+  }
+  if (b == nullptr) {
+    b = new (std::nothrow) GateBlock;
+    if (b == nullptr) return nullptr;
+    b->owned.store(true, std::memory_order_relaxed);
+    b->next = g_blocks.load(std::memory_order_relaxed);
+    while (!g_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  t_gate_owner.touch();  // registers the exit hook
+  t_gate = b;
+  return b;
+}
+
+void wait_for_fork() noexcept {
+  while (g_forking.load(std::memory_order_acquire)) sched_yield();
+}
+
+// ---- the atfork handlers ------------------------------------------------------
+
+void prepare() noexcept {
+  g_fork_mutex.lock();
+  g_forking.store(true, std::memory_order_seq_cst);
+  // The forking thread itself is never inside a gate (tether does not fork),
+  // but do not wait for it if it is.
+  const GateBlock* mine = t_depth > 0 ? t_entered : nullptr;
+  const std::int64_t my_unlisted = (t_depth > 0 && t_entered_unlisted) ? 1 : 0;
+  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next)
+    if (b != mine)
+      while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
+  while (g_unlisted.load(std::memory_order_seq_cst) > my_unlisted) sched_yield();
+}
+
+void parent() noexcept {
+  g_forking.store(false, std::memory_order_release);
+  g_fork_mutex.unlock();
+}
+
+void child() noexcept {
+  // Only this thread exists: every other record belongs to no one.
+  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+    if (b == t_gate) continue;
+    b->active.store(0, std::memory_order_relaxed);
+    b->owned.store(false, std::memory_order_relaxed);
+  }
+  g_unlisted.store((t_depth > 0 && t_entered_unlisted) ? 1 : 0, std::memory_order_relaxed);
+  registry::after_fork_child();
+  core::on_fork_child();
+  g_forking.store(false, std::memory_order_release);
+  g_fork_mutex.unlock();  // locked by this thread in prepare()
+}
+
+struct Install {
+  Install() noexcept { (void)pthread_atfork(prepare, parent, child); }
+};
+const Install g_install;
+
+}  // namespace
+
+void fork_gate_enter() noexcept {
+  if (t_depth++ != 0) return;
+  GateBlock* b = my_gate();
+  if (b != nullptr) {
+    t_entered = b;
+    t_entered_unlisted = false;
+    for (;;) {
+      // seq_cst on both sides (Dekker): either prepare() sees this store and
+      // waits, or this thread sees g_forking and steps back.
+      b->active.store(1, std::memory_order_seq_cst);
+      if (!g_forking.load(std::memory_order_seq_cst)) return;
+      b->active.store(0, std::memory_order_seq_cst);
+      wait_for_fork();
+    }
+  }
+  t_entered = nullptr;
+  t_entered_unlisted = true;
+  for (;;) {
+    g_unlisted.fetch_add(1, std::memory_order_seq_cst);
+    if (!g_forking.load(std::memory_order_seq_cst)) return;
+    g_unlisted.fetch_sub(1, std::memory_order_seq_cst);
+    wait_for_fork();
+  }
+}
+
+void fork_gate_leave() noexcept {
+  if (--t_depth != 0) return;
+  if (t_entered_unlisted) {
+    t_entered_unlisted = false;
+    g_unlisted.fetch_sub(1, std::memory_order_release);
+  } else if (t_entered != nullptr) {
+    t_entered->active.store(0, std::memory_order_release);
+    t_entered = nullptr;
+  }
+}
+
+}  // namespace tether::capi
