@@ -56,15 +56,20 @@ thread_local bool t_entered_unlisted = false;
 thread_local bool t_gate_gone = false;
 thread_local int t_depth = 0;
 
-struct GateOwner {
-  void touch() noexcept {}
-  ~GateOwner() {
-    if (t_gate != nullptr) t_gate->owned.store(false, std::memory_order_release);
-    t_gate = nullptr;
-    t_gate_gone = true;
-  }
+// Gives the thread's block back when the thread exits. A pthread key, not a
+// thread_local with a destructor: registering one of those allocates, and
+// glibc aborts the process when that allocation fails.
+void give_back_gate(void* block) noexcept {
+  static_cast<GateBlock*>(block)->owned.store(false, std::memory_order_release);
+  t_gate = nullptr;
+  t_gate_gone = true;
+}
+struct GateKey {
+  pthread_key_t key{};
+  bool ok = false;
+  GateKey() noexcept { ok = pthread_key_create(&key, give_back_gate) == 0; }
 };
-thread_local GateOwner t_gate_owner;
+const GateKey g_gate_key;
 
 GateBlock* my_gate() noexcept {
   if (t_gate != nullptr) return t_gate;
@@ -84,7 +89,10 @@ GateBlock* my_gate() noexcept {
     while (!g_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
     }
   }
-  t_gate_owner.touch();  // registers the exit hook
+  if (!g_gate_key.ok || pthread_setspecific(g_gate_key.key, b) != 0) {
+    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
+    return nullptr;
+  }
   t_gate = b;
   return b;
 }

@@ -37,6 +37,8 @@
 // a borrow of that handle, the destruction is deferred to the end of its
 // borrow. A thread with no free hazard word (more than kHazards borrows at
 // once) takes a counted reference instead.
+#include <pthread.h>
+
 #include <mutex>
 #include <thread>
 
@@ -118,16 +120,21 @@ thread_local bool t_block_gone = false;  // past this thread's TLS destruction
 thread_local Pending t_pending[kHazards];
 thread_local int t_pending_count = 0;
 
-// Gives the thread's block back when the thread exits.
-struct BlockOwner {
-  void touch() noexcept {}
-  ~BlockOwner() {
-    if (t_block != nullptr) t_block->owned.store(false, std::memory_order_release);
-    t_block = nullptr;
-    t_block_gone = true;
-  }
+// Gives the thread's block back when the thread exits. A pthread key, not a
+// thread_local with a destructor: registering one of those allocates, and
+// glibc aborts the process when that allocation fails. (glibc runs C++
+// thread_local destructors first, so releases from them still find the block.)
+void give_back_block(void* block) noexcept {
+  static_cast<HazardBlock*>(block)->owned.store(false, std::memory_order_release);
+  t_block = nullptr;
+  t_block_gone = true;
+}
+struct BlockKey {
+  pthread_key_t key{};
+  bool ok = false;
+  BlockKey() noexcept { ok = pthread_key_create(&key, give_back_block) == 0; }
 };
-thread_local BlockOwner t_owner;
+const BlockKey g_block_key;
 
 HazardBlock* my_block() noexcept {
   if (t_block != nullptr) return t_block;
@@ -147,7 +154,10 @@ HazardBlock* my_block() noexcept {
     while (!g_hazard_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
     }
   }
-  t_owner.touch();  // registers the exit hook
+  if (!g_block_key.ok || pthread_setspecific(g_block_key.key, b) != 0) {
+    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
+    return nullptr;  // the caller takes a counted reference instead
+  }
   t_block = b;
   return b;
 }
