@@ -103,7 +103,13 @@ void wait_for_fork() noexcept {
 
 // ---- the atfork handlers ------------------------------------------------------
 
+// The handlers may be registered twice (see register_again()): only the
+// outermost call of each kind does the work. fork() runs prepare handlers in
+// reverse order of registration, parent/child handlers in order.
+thread_local int t_handler_depth = 0;
+
 void prepare() noexcept {
+  if (t_handler_depth++ > 0) return;
   g_fork_mutex.lock();
   g_forking.store(true, std::memory_order_seq_cst);
   // The forking thread itself is never inside a gate (tether does not fork),
@@ -117,11 +123,13 @@ void prepare() noexcept {
 }
 
 void parent() noexcept {
+  if (--t_handler_depth > 0) return;
   g_forking.store(false, std::memory_order_release);
   g_fork_mutex.unlock();
 }
 
 void child() noexcept {
+  if (--t_handler_depth > 0) return;
   // Only this thread exists: every other record belongs to no one.
   for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
     if (b == t_gate) continue;
@@ -135,8 +143,17 @@ void child() noexcept {
   g_fork_mutex.unlock();  // locked by this thread in prepare()
 }
 
+// Once the CUDA driver is loaded, register again: prepare handlers run in
+// reverse order of registration, so ours then runs before any the driver
+// registered, and waits for threads inside tether (perhaps inside a driver
+// call) before the driver's handler could take the driver's own locks.
+void register_again() { (void)pthread_atfork(prepare, parent, child); }
+
 struct Install {
-  Install() noexcept { (void)pthread_atfork(prepare, parent, child); }
+  Install() noexcept {
+    (void)pthread_atfork(prepare, parent, child);
+    core::set_cuda_loaded_hook(register_again);
+  }
 };
 const Install g_install;
 

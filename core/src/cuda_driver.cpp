@@ -172,6 +172,7 @@ const Loaded& loaded() {
     note_cuda_initialized();  // from here on a fork() child cannot use CUDA
     auto* p = new Loaded;
     load(*p);
+    note_cuda_loaded();  // fork handlers that must run before the driver's (process.hpp)
     return p;
   }();
   return *l;

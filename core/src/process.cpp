@@ -36,6 +36,16 @@ void mark_process_exiting() noexcept { g_exiting.store(true, std::memory_order_r
 
 void note_cuda_initialized() noexcept { g_cuda_initialized.store(true, std::memory_order_release); }
 
+std::atomic<void (*)()> g_cuda_loaded_hook{nullptr};
+std::atomic<bool> g_cuda_loaded{false};
+
+void set_cuda_loaded_hook(void (*hook)()) noexcept { g_cuda_loaded_hook.store(hook, std::memory_order_release); }
+
+void note_cuda_loaded() noexcept {
+  if (g_cuda_loaded.exchange(true, std::memory_order_acq_rel)) return;
+  if (auto* hook = g_cuda_loaded_hook.load(std::memory_order_acquire)) hook();
+}
+
 // A forked child has one thread and a copy of the parent's memory, but no
 // CUDA context: the driver's state in the child is unusable once the parent
 // has called cuInit. A parent that never touched CUDA leaves the child free

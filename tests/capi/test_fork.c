@@ -8,6 +8,8 @@
  * and free, create and release buffers, get and set the table, release the
  * handles it inherited, see its census come back to where it started, and get
  * TETHER_ERROR_NO_DEVICE (naming fork) from CUDA, which does not survive fork().
+ * With a GPU, one more thread allocates device memory at every fork, and the
+ * child releases the parent's CUDA resource (no CUDA call may follow).
  * A child that does not exit 0 within CHILD_TIMEOUT_S seconds (a deadlock
  * in a lock held by a thread that does not exist in the child, or a release
  * waiting on such a thread's hazard word) fails the test.
@@ -34,6 +36,7 @@
 
 static tether_resource_t* g_host;
 static tether_resource_t* g_pool;
+static tether_resource_t* g_cuda; /* with a GPU: a CUDA resource in use at every fork */
 static atomic_int g_stop;
 static atomic_long g_ops;
 
@@ -46,6 +49,21 @@ static atomic_long g_ops;
       fprintf(stderr, "  in worker: %s\n", #call);                 \
     }                                                              \
   } while (0)
+
+/* With a GPU: device memory allocated and freed through tether at the fork. */
+static void* cuda_worker(void* arg) {
+  (void)arg;
+  while (!atomic_load(&g_stop)) {
+    void* p = NULL;
+    W(tether_resource_allocate(g_cuda, 1 << 16, 0, 0, &p));
+    tether_buffer_t* b = NULL;
+    W(tether_buffer_create(g_cuda, 0, 4096, 0, &b));
+    W(tether_buffer_release(b));
+    W(tether_resource_deallocate(g_cuda, p, 1 << 16, 0, 0));
+    atomic_fetch_add(&g_ops, 1);
+  }
+  return NULL;
+}
 
 static void* worker(void* arg) {
   const int id = (int)(intptr_t)arg;
@@ -103,6 +121,8 @@ static void* worker(void* arg) {
 
 /* What a child does. Returns its exit status. */
 static int child_work(void) {
+  /* The parent's CUDA resource: releasing it makes no CUDA call (its memory is leaked). */
+  if (g_cuda != NULL) CHECK_OK(tether_resource_release(g_cuda));
   const size_t baseline = tether_debug_live_objects(TETHER_OBJECT_ANY);
   tether_resource_t* host = NULL;
   tether_resource_t* pool = NULL;
@@ -196,10 +216,12 @@ int main(void) {
   /* Let the parent initialise CUDA (or find there is none): either way the
    * child must refuse CUDA with a message about fork. */
   int devices = 0;
-  (void)tether_cuda_get_device_count(&devices);
+  if (tether_cuda_get_device_count(&devices) == TETHER_OK && devices > 0)
+    REQUIRE_OK(tether_cuda_resource_create(0, &g_cuda));
 
-  pthread_t threads[WORKERS];
+  pthread_t threads[WORKERS + 1];
   for (int i = 0; i < WORKERS; ++i) REQUIRE(pthread_create(&threads[i], NULL, worker, (void*)(intptr_t)i) == 0);
+  if (g_cuda != NULL) REQUIRE(pthread_create(&threads[WORKERS], NULL, cuda_worker, NULL) == 0);
 
   const double t0 = now_s();
   for (int round = 0; round < FORKS; ++round) {
@@ -222,12 +244,16 @@ int main(void) {
   const double elapsed = now_s() - t0;
   atomic_store(&g_stop, 1);
   for (int i = 0; i < WORKERS; ++i) pthread_join(threads[i], NULL);
+  if (g_cuda != NULL) {
+    pthread_join(threads[WORKERS], NULL);
+    CHECK_OK(tether_resource_release(g_cuda));
+  }
 
   CHECK_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, NULL));
   CHECK_OK(tether_resource_release(g_pool));
   CHECK_OK(tether_resource_release(g_host));
   CHECK(tt_baseline() == base);
-  printf("test_fork: %d forks with %d busy threads (%ld operations) in %.1f s\n", FORKS, WORKERS,
-         atomic_load(&g_ops), elapsed);
+  printf("test_fork: %d forks with %d busy threads%s (%ld operations) in %.1f s\n", FORKS, WORKERS,
+         g_cuda ? " and one on CUDA device 0" : "", atomic_load(&g_ops), elapsed);
   return tt_finish("test_fork");
 }

@@ -15,6 +15,13 @@ void mark_process_exiting() noexcept;
 
 // The CUDA driver loader calls this before its first driver call (cuInit).
 void note_cuda_initialized() noexcept;
+// The loader calls this once the driver is loaded (and has registered any
+// fork handlers of its own); it runs the hook set below, once.
+void note_cuda_loaded() noexcept;
+// capi/src/fork.cpp registers its atfork handlers again from here, so that
+// its prepare handler (which waits for threads inside tether, possibly inside
+// a driver call) runs before the driver's.
+void set_cuda_loaded_hook(void (*hook)()) noexcept;
 // Called in the child of fork() (capi/src/fork.cpp's atfork handler). If the
 // parent had initialised CUDA, every CUDA call in the child is refused:
 // CUDA contexts do not survive fork().
