@@ -12,7 +12,8 @@
 // the PyTorch entry points, the orphan census); prepare raises g_forking and
 // waits until no other thread is inside a gate, while threads that arrive
 // meanwhile wait at the gate until the fork is over. A gate costs one
-// thread-private store and one load of a shared, read-mostly flag.
+// store to a per-thread word and one load of a shared, read-mostly flag,
+// ordered by an asymmetric fence (membarrier) where the kernel has one.
 //
 // In the child the handler forgets the gate records and hazard words of
 // threads that no longer exist and tells the core (process.cpp) that CUDA is
@@ -20,8 +21,11 @@
 // memory, buffers, the table and handles work in the child; CUDA resources
 // fail with TETHER_ERROR_NO_DEVICE, and CUDA memory inherited from the parent
 // is never freed there (leaked, like at exit).
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <mutex>
 
@@ -50,11 +54,48 @@ std::atomic<bool> g_forking{false};
 std::atomic<std::int64_t> g_unlisted{0};
 std::mutex g_fork_mutex;  // one fork at a time
 
-thread_local GateBlock* t_gate = nullptr;
-thread_local GateBlock* t_entered = nullptr;  // the block the outermost gate used
-thread_local bool t_entered_unlisted = false;
-thread_local bool t_gate_gone = false;
-thread_local int t_depth = 0;
+// One thread-local struct: one TLS address computation per gate.
+struct GateTls {
+  GateBlock* gate = nullptr;
+  GateBlock* entered = nullptr;  // the block the outermost gate used
+  int depth = 0;
+  bool entered_unlisted = false;
+  bool gone = false;
+};
+thread_local GateTls t_tls;
+#define t_gate t_tls.gate
+#define t_entered t_tls.entered
+#define t_entered_unlisted t_tls.entered_unlisted
+#define t_gate_gone t_tls.gone
+#define t_depth t_tls.depth
+
+// The gate's store-load ordering. Where the kernel offers it, an asymmetric
+// fence: gates order their store and load with a compiler barrier only, and
+// prepare() makes every running thread of the process execute a full barrier
+// (membarrier PRIVATE_EXPEDITED) between raising g_forking and reading the
+// gate records. Otherwise both sides use sequentially consistent operations.
+bool membarrier_register() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  return false;  // ThreadSanitizer does not model membarrier
+#else
+  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 ||
+      (cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+    return false;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+#endif
+}
+const bool g_asymmetric = membarrier_register();
+
+// Heavy side: after this, every gate that stored `active` before is visible,
+// and every gate that loads g_forking after sees it raised.
+void heavy_barrier() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (g_asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return;
+  // membarrier failed now: gates that ran asymmetric cannot be trusted to be
+  // visible; wait a scheduling round for good measure and rely on the loop.
+  sched_yield();
+}
 
 // Gives the thread's block back when the thread exits. A pthread key, not a
 // thread_local with a destructor: registering one of those allocates, and
@@ -112,6 +153,7 @@ void prepare() noexcept {
   if (t_handler_depth++ > 0) return;
   g_fork_mutex.lock();
   g_forking.store(true, std::memory_order_seq_cst);
+  heavy_barrier();
   // The forking thread itself is never inside a gate (tether does not fork),
   // but do not wait for it if it is.
   const GateBlock* mine = t_depth > 0 ? t_entered : nullptr;
@@ -166,10 +208,16 @@ void fork_gate_enter() noexcept {
     t_entered = b;
     t_entered_unlisted = false;
     for (;;) {
-      // seq_cst on both sides (Dekker): either prepare() sees this store and
-      // waits, or this thread sees g_forking and steps back.
-      b->active.store(1, std::memory_order_seq_cst);
-      if (!g_forking.load(std::memory_order_seq_cst)) return;
+      // Dekker: either prepare() sees this store and waits, or this thread
+      // sees g_forking and steps back (see heavy_barrier()).
+      if (g_asymmetric) {
+        b->active.store(1, std::memory_order_relaxed);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (!g_forking.load(std::memory_order_relaxed)) return;
+      } else {
+        b->active.store(1, std::memory_order_seq_cst);
+        if (!g_forking.load(std::memory_order_seq_cst)) return;
+      }
       b->active.store(0, std::memory_order_seq_cst);
       wait_for_fork();
     }
