@@ -71,12 +71,14 @@ void adopt(core::ResourcePtr resource, std::int64_t count, std::int64_t bytes) n
 }
 
 std::size_t count() noexcept {
+  ForkGate gate;  // takes the orphan lock (fork.cpp)
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.list.size();
 }
 
 std::uint64_t bytes() noexcept {
+  ForkGate gate;  // takes the orphan lock (fork.cpp)
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   std::int64_t b = 0;

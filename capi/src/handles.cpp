@@ -8,6 +8,18 @@
 // use of that value - or of a forged value - fails the check and is reported
 // as TETHER_ERROR_INVALID_HANDLE instead of touching freed memory.
 //
+// Generations never wrap. A slot whose generation reaches 2^32 - 1 is
+// retired when that generation's last reference goes: it never returns to
+// the free list, so no handle value is ever issued twice (a wrap would make
+// a stale holder's value live again, and its release would destroy the new
+// owner's object). The free list hands out the most recently freed slot, so
+// one slot can reach the limit after 2^32 create/release cycles (minutes in
+// a tight loop); retiring it costs 24 bytes. Handles run out only after
+// 2^28 slots x 2^32 generations.
+//
+// Nothing here allocates after a slot exists: the free list is threaded
+// through the slots (no vector to grow in the noexcept release path).
+//
 // Slots live in chunks that are never freed or moved, so lookups take no lock.
 // The registry itself is never destroyed: releases from other libraries'
 // static destructors at exit still find it.
@@ -25,9 +37,10 @@
 // a borrow of that handle, the destruction is deferred to the end of its
 // borrow. A thread with no free hazard word (more than kHazards borrows at
 // once) takes a counted reference instead.
+#include <pthread.h>
+
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "internal.hpp"
 
@@ -44,16 +57,21 @@ struct Slot {
   std::atomic<std::uint64_t> state{0};  // generation << 32 | refcount
   std::atomic<Object*> object{nullptr};
   std::atomic<std::uint32_t> type{0};
+  std::uint32_t next_free = 0;  // the free list's link (under its mutex)
 };
 
 std::atomic<Slot*> g_chunks[kMaxChunks];            // constant-initialised, never freed
 std::atomic<std::uint32_t> g_published{0};          // slots [0, g_published) exist
 std::atomic<std::int64_t> g_live[3];                // by ObjectType (index 0 unused)
 
+constexpr std::uint32_t kNoSlot = 0xffffffffu;
+constexpr std::uint32_t kLastGeneration = 0xffffffffu;
+
 struct FreeList {
   std::mutex mutex;
-  std::vector<std::uint32_t> indices;
-  std::uint32_t next = 0;
+  std::uint32_t head = kNoSlot;  // most recently freed slot, linked by Slot::next_free
+  std::uint32_t next = 0;        // first slot never used
+  std::uint64_t retired = 0;     // slots retired at their last generation
 };
 FreeList& free_list() {
   static FreeList* list = new FreeList;  // leaked on purpose (see above)
@@ -102,16 +120,21 @@ thread_local bool t_block_gone = false;  // past this thread's TLS destruction
 thread_local Pending t_pending[kHazards];
 thread_local int t_pending_count = 0;
 
-// Gives the thread's block back when the thread exits.
-struct BlockOwner {
-  void touch() noexcept {}
-  ~BlockOwner() {
-    if (t_block != nullptr) t_block->owned.store(false, std::memory_order_release);
-    t_block = nullptr;
-    t_block_gone = true;
-  }
+// Gives the thread's block back when the thread exits. A pthread key, not a
+// thread_local with a destructor: registering one of those allocates, and
+// glibc aborts the process when that allocation fails. (glibc runs C++
+// thread_local destructors first, so releases from them still find the block.)
+void give_back_block(void* block) noexcept {
+  static_cast<HazardBlock*>(block)->owned.store(false, std::memory_order_release);
+  t_block = nullptr;
+  t_block_gone = true;
+}
+struct BlockKey {
+  pthread_key_t key{};
+  bool ok = false;
+  BlockKey() noexcept { ok = pthread_key_create(&key, give_back_block) == 0; }
 };
-thread_local BlockOwner t_owner;
+const BlockKey g_block_key;
 
 HazardBlock* my_block() noexcept {
   if (t_block != nullptr) return t_block;
@@ -131,7 +154,10 @@ HazardBlock* my_block() noexcept {
     while (!g_hazard_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
     }
   }
-  t_owner.touch();  // registers the exit hook
+  if (!g_block_key.ok || pthread_setspecific(g_block_key.key, b) != 0) {
+    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
+    return nullptr;  // the caller takes a counted reference instead
+  }
   t_block = b;
   return b;
 }
@@ -155,7 +181,12 @@ void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
   g_live[type].fetch_sub(1, std::memory_order_relaxed);
   FreeList& fl = free_list();
   std::lock_guard<std::mutex> lock(fl.mutex);
-  fl.indices.push_back(index);
+  if (static_cast<std::uint32_t>(h >> 32) == kLastGeneration) {
+    ++fl.retired;  // never reused: see "Generations never wrap"
+    return;
+  }
+  s->next_free = fl.head;
+  fl.head = index;
 }
 
 // The last reference of `h` is gone: destroy now, or when this thread's own
@@ -178,8 +209,8 @@ bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
     std::uint64_t next;
     const bool last = (cur & kCountMask) == 1;
     if (last) {
-      std::uint32_t g = gen + 1;
-      if (g == 0) g = 1;
+      // The last generation ends at 0, which no handle carries (the slot is retired).
+      const std::uint32_t g = gen == kLastGeneration ? 0 : gen + 1;
       next = static_cast<std::uint64_t>(g) << 32;
     } else {
       next = cur - 1;
@@ -199,9 +230,9 @@ std::uintptr_t create(ObjectType type, Object* obj) {
   {
     FreeList& fl = free_list();
     std::lock_guard<std::mutex> lock(fl.mutex);
-    if (!fl.indices.empty()) {
-      index = fl.indices.back();
-      fl.indices.pop_back();
+    if (fl.head != kNoSlot) {
+      index = fl.head;
+      fl.head = slot_at(index)->next_free;
     } else {
       index = fl.next;
       const std::uint32_t chunk = index >> kChunkBits;
@@ -302,6 +333,7 @@ void end_borrow(const Borrow& borrowed) noexcept {
 }
 
 bool release(std::uintptr_t h, ObjectType type) noexcept {
+  ForkGate gate;  // may destroy objects: takes locks (fork.cpp)
   std::uint32_t index, gen;
   if (!decode(h, index, gen)) return false;
   Slot* s = slot_at(index);
@@ -313,6 +345,34 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
   if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
   return drop(s, index, gen);
 }
+
+// Called by fork.cpp's child handler, in a child where only this thread
+// exists and no thread was inside tether at the fork. Hazard words of
+// threads that do not exist here are cleared (a release would otherwise
+// wait for them forever) and their blocks become free for reuse.
+void after_fork_child() noexcept {
+  for (HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+    if (b == t_block) continue;
+    for (auto& w : b->hazard) w.store(0, std::memory_order_relaxed);
+    b->owned.store(false, std::memory_order_relaxed);
+  }
+}
+
+namespace testing {
+bool set_generation(std::uint32_t index, std::uint32_t generation) noexcept {
+  Slot* s = slot_at(index);
+  if (s == nullptr || generation == 0) return false;
+  std::uint64_t cur = s->state.load(std::memory_order_acquire);
+  if ((cur & kCountMask) != 0) return false;  // live: leave it alone
+  return s->state.compare_exchange_strong(cur, static_cast<std::uint64_t>(generation) << 32);
+}
+
+std::uint64_t retired_slots() noexcept {
+  FreeList& fl = free_list();
+  std::lock_guard<std::mutex> lock(fl.mutex);
+  return fl.retired;
+}
+}  // namespace testing
 
 std::size_t live(std::uint32_t type) noexcept {
   if (type == 0) {

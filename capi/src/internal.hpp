@@ -18,24 +18,45 @@ namespace tether::capi {
 
 // ---- errors ---------------------------------------------------------------
 
-// Record the calling thread's last error and return `status`.
+// Record the calling thread's last error and return `status`. Never
+// allocates: the message is copied into a fixed per-thread buffer (truncated
+// past kMaxErrorMessage bytes), so it works when the heap is exhausted.
 tether_status_t set_error(tether_status_t status, const std::string& message) noexcept;
+// The same for "<function>: <what>", built without allocating.
+tether_status_t set_error(tether_status_t status, const char* function, const char* what) noexcept;
+constexpr std::size_t kMaxErrorMessage = 1023;
+
+// Fork safety (fork.cpp). Every entry point that can take a lock or wait
+// runs inside a ForkGate: fork() (in its prepare handler) waits until no
+// other thread is inside one, so the child never inherits a lock held by a
+// thread that does not exist there. Nests; costs one store and one load.
+void fork_gate_enter() noexcept;
+void fork_gate_leave() noexcept;
+struct ForkGate {
+  ForkGate() noexcept { fork_gate_enter(); }
+  ~ForkGate() { fork_gate_leave(); }
+  ForkGate(const ForkGate&) = delete;
+  ForkGate& operator=(const ForkGate&) = delete;
+};
 
 // Run f(); translate any exception into a status and the thread's message,
-// prefixed with the name of the API function. Nothing escapes.
+// prefixed with the name of the API function. Nothing escapes, and building
+// the message allocates nothing (a std::bad_alloc is reported as
+// OUT_OF_MEMORY even when no byte is left).
 template <class F>
 tether_status_t guard(const char* function, F&& f) noexcept {
+  ForkGate gate;
   try {
     f();
     return TETHER_OK;
   } catch (const core::Error& e) {
-    return set_error(e.status(), std::string(function) + ": " + e.what());
+    return set_error(e.status(), function, e.what());
   } catch (const std::bad_alloc&) {
-    return set_error(TETHER_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of host memory");
+    return set_error(TETHER_ERROR_OUT_OF_MEMORY, function, "out of host memory");
   } catch (const std::exception& e) {
-    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+    return set_error(TETHER_ERROR_INTERNAL, function, e.what());
   } catch (...) {
-    return set_error(TETHER_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+    return set_error(TETHER_ERROR_INTERNAL, function, "unknown exception");
   }
 }
 
@@ -135,6 +156,15 @@ Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;
+// Internal test hooks (tests/capi/test_registry.cpp builds handles.cpp into
+// the test; nothing here is exported from libtether).
+namespace testing {
+// Give the free slot `index` the generation `generation` (its next handle's);
+// false if the slot does not exist or is live.
+bool set_generation(std::uint32_t index, std::uint32_t generation) noexcept;
+// How many slots were retired at their last generation.
+std::uint64_t retired_slots() noexcept;
+}  // namespace testing
 }  // namespace registry
 
 // A new resource handle owning `core`; `upstream` (may be NULL) is retained by

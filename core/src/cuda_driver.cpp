@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cuda_driver.hpp"
+#include "tether_core/process.hpp"
 
 namespace tether::core::cuda {
 namespace detail {
@@ -168,14 +169,17 @@ const Loaded& loaded() {
   // Never destroyed: CUDA objects are kept until the process ends, and late
   // frees from static destructors must still find the function pointers.
   static const Loaded* l = [] {
+    note_cuda_initialized();  // from here on a fork() child cannot use CUDA
     auto* p = new Loaded;
     load(*p);
+    note_cuda_loaded();  // fork handlers that must run before the driver's (process.hpp)
     return p;
   }();
   return *l;
 }
 
 DeviceSlot& slot(int device) {
+  if (cuda_lost_to_fork()) throw Error(TETHER_ERROR_NO_DEVICE, cuda_lost_to_fork_message());
   const Loaded& l = loaded();
   if (!l.error.empty()) throw Error(TETHER_ERROR_NO_DEVICE, l.error);
   if (device < 0 || device >= l.driver.device_count)
@@ -187,6 +191,7 @@ DeviceSlot& slot(int device) {
 }  // namespace
 
 const Driver& driver() {
+  if (cuda_lost_to_fork()) throw Error(TETHER_ERROR_NO_DEVICE, cuda_lost_to_fork_message());
   const Loaded& l = loaded();
   if (!l.error.empty()) throw Error(TETHER_ERROR_NO_DEVICE, l.error);
   return l.driver;
@@ -248,6 +253,7 @@ int device_count() { return driver().device_count; }
 int driver_version() { return driver().version; }
 
 int current_device() {
+  if (cuda_lost_to_fork()) throw Error(TETHER_ERROR_NO_DEVICE, cuda_lost_to_fork_message());
   const Loaded& l = loaded();
   if (!l.error.empty()) throw Error(TETHER_ERROR_NO_DEVICE, l.error);
   const Driver& d = l.driver;

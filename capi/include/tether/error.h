@@ -5,6 +5,9 @@
  * values are stable and are never renumbered (new codes are only appended).
  * When a call fails it records a message for the calling thread, readable
  * with tether_last_error_message(). Successful calls leave the message alone.
+ * Recording a message never allocates, so a call that fails because host
+ * memory is exhausted still returns TETHER_ERROR_OUT_OF_MEMORY with its
+ * message (messages are cut at 1023 bytes).
  * retain/release and plain getters never touch the message.
  */
 #ifndef TETHER_ERROR_H
@@ -26,7 +29,11 @@ typedef enum tether_status {
   TETHER_ERROR_OUT_OF_MEMORY = 3,
   /** This build, resource or platform does not offer the operation. */
   TETHER_ERROR_NOT_SUPPORTED = 4,
-  /** No CUDA driver, no device, or a driver too old for tether. */
+  /**
+   * No CUDA driver, no device, or a driver too old for tether; also every CUDA
+   * call in the child of a fork() made after CUDA was initialised (CUDA does
+   * not survive fork(); the host side of tether does).
+   */
   TETHER_ERROR_NO_DEVICE = 5,
   /** A CUDA driver call failed; the message names the call and the CUresult. */
   TETHER_ERROR_CUDA = 6,
@@ -47,7 +54,11 @@ typedef enum tether_status {
  */
 TETHER_API const char* tether_last_error_message(void);
 
-/** The enumerator's name ("TETHER_ERROR_OUT_OF_MEMORY"), or "TETHER_UNKNOWN_STATUS". Static storage. */
+/**
+ * The enumerator's name ("TETHER_ERROR_OUT_OF_MEMORY"). Any value that is not
+ * an enumerator (from a newer library, negative, garbage) gives the fixed string
+ * "TETHER_UNKNOWN_STATUS". Static storage, never NULL.
+ */
 TETHER_API const char* tether_status_name(tether_status_t status);
 
 /** Forget this thread's last error message (tether_last_error_message() then returns ""). */

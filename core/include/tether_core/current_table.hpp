@@ -19,14 +19,18 @@
 // touches its stacks, so they need no lock. The no-override fast path of get()
 // costs one thread-local load (t_active_, null while the thread has no
 // override in any table). A thread that exits with overrides still pushed
-// drops them in its thread_local destructor.
+// drops them when it exits (a pthread key destructor; see storage()).
 #pragma once
 
+#include <pthread.h>
+
 #include <array>
+#include <cstdlib>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,7 +129,7 @@ class CurrentTable {
       throw Error(TETHER_ERROR_LOCKED, "the current resource of " + slot_name(slot) +
                                            " is locked; a thread-scoped override would circumvent the lock");
     if (t_gone_) throw Error(TETHER_ERROR_SHUTTING_DOWN, "this thread is exiting (its overrides are gone)");
-    Overrides& o = t_storage_;
+    Overrides& o = *storage();
     o.push(id_, slot, value);
     t_active_ = &o;
   }
@@ -235,11 +239,47 @@ class CurrentTable {
     return next.fetch_add(1, std::memory_order_relaxed) + 1;
   }
 
+  // The calling thread's overrides, created on its first push and destroyed
+  // when the thread exits (or, for the thread that calls exit(), in an atexit
+  // handler). Held through a pthread key, not a thread_local object:
+  // registering a thread_local destructor allocates, and glibc aborts the
+  // process when that allocation fails; here the push fails with
+  // OUT_OF_MEMORY instead.
+  struct StorageKey {
+    pthread_key_t key{};
+    bool ok = false;
+    StorageKey() noexcept {
+      ok = pthread_key_create(&key, &drop_storage) == 0;
+      if (ok) (void)std::atexit(&drop_exiting_thread);
+    }
+  };
+  static const StorageKey& storage_key() noexcept {
+    static const StorageKey k;
+    return k;
+  }
+  static void drop_storage(void* p) noexcept { delete static_cast<Overrides*>(p); }
+  static void drop_exiting_thread() noexcept {
+    const StorageKey& k = storage_key();
+    if (void* p = pthread_getspecific(k.key)) {
+      (void)pthread_setspecific(k.key, nullptr);
+      drop_storage(p);
+    }
+  }
+  static Overrides* storage() {
+    const StorageKey& k = storage_key();
+    if (!k.ok) throw std::bad_alloc();
+    if (void* p = pthread_getspecific(k.key)) return static_cast<Overrides*>(p);
+    auto* o = new Overrides;  // may throw std::bad_alloc: nothing changed
+    if (pthread_setspecific(k.key, o) != 0) {
+      delete o;
+      throw std::bad_alloc();
+    }
+    return o;
+  }
+
   // Constant-initialised and trivially destructible: read without a TLS guard.
-  static inline thread_local Overrides* t_active_ = nullptr;  // &t_storage_ while non-empty
-  static inline thread_local bool t_gone_ = false;           // t_storage_ was destroyed
-  // Constructed on this thread's first push; destroyed at thread exit.
-  static inline thread_local Overrides t_storage_;
+  static inline thread_local Overrides* t_active_ = nullptr;  // storage() while non-empty
+  static inline thread_local bool t_gone_ = false;           // storage() was destroyed
 
   std::function<Ref(int)> make_default_;
   const std::uint64_t id_;

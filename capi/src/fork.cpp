@@ -1,0 +1,246 @@
+// fork() safety.
+//
+// A fork() child has one thread: the one that called fork(). Any lock another
+// thread held at that moment stays locked forever in the child, and any
+// hazard word it had published (handles.cpp, "Borrows") stays published, so
+// a release in the child would wait for a thread that does not exist.
+//
+// tether takes no lock across calls and calls no user code, so "no thread is
+// inside tether" means "no tether lock is held and no hazard word is
+// published". That is what the prepare handler establishes: every entry point
+// that can lock or wait runs inside a ForkGate (guard(), registry::release(),
+// the PyTorch entry points, the orphan census); prepare raises g_forking and
+// waits until no other thread is inside a gate, while threads that arrive
+// meanwhile wait at the gate until the fork is over. A gate costs one
+// store to a per-thread word and one load of a shared, read-mostly flag,
+// ordered by an asymmetric fence (membarrier) where the kernel has one.
+//
+// In the child the handler forgets the gate records and hazard words of
+// threads that no longer exist and tells the core (process.cpp) that CUDA is
+// gone if the parent had initialised it. Host resources, pools over host
+// memory, buffers, the table and handles work in the child; CUDA resources
+// fail with TETHER_ERROR_NO_DEVICE, and CUDA memory inherited from the parent
+// is never freed there (leaked, like at exit).
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "internal.hpp"
+#include "tether_core/process.hpp"
+
+namespace tether::capi {
+
+namespace registry {
+void after_fork_child() noexcept;  // handles.cpp
+}
+
+namespace {
+
+// One thread's record. Never freed; a thread's block is reused after it exits.
+struct alignas(64) GateBlock {
+  std::atomic<std::uint32_t> active{0};  // 1 while the thread is inside a gate
+  std::atomic<bool> owned{false};
+  GateBlock* next = nullptr;  // immutable once published
+};
+
+std::atomic<GateBlock*> g_blocks{nullptr};
+std::atomic<bool> g_forking{false};
+// Threads inside a gate without a block (allocation failed, or the thread is
+// past its TLS destruction): counted here instead.
+std::atomic<std::int64_t> g_unlisted{0};
+std::mutex g_fork_mutex;  // one fork at a time
+
+// One thread-local struct: one TLS address computation per gate.
+struct GateTls {
+  GateBlock* gate = nullptr;
+  GateBlock* entered = nullptr;  // the block the outermost gate used
+  int depth = 0;
+  bool entered_unlisted = false;
+  bool gone = false;
+};
+thread_local GateTls t_tls;
+#define t_gate t_tls.gate
+#define t_entered t_tls.entered
+#define t_entered_unlisted t_tls.entered_unlisted
+#define t_gate_gone t_tls.gone
+#define t_depth t_tls.depth
+
+// The gate's store-load ordering. Where the kernel offers it, an asymmetric
+// fence: gates order their store and load with a compiler barrier only, and
+// prepare() makes every running thread of the process execute a full barrier
+// (membarrier PRIVATE_EXPEDITED) between raising g_forking and reading the
+// gate records. Otherwise both sides use sequentially consistent operations.
+bool membarrier_register() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  return false;  // ThreadSanitizer does not model membarrier
+#else
+  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 ||
+      (cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+    return false;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+#endif
+}
+const bool g_asymmetric = membarrier_register();
+
+// Heavy side: after this, every gate that stored `active` before is visible,
+// and every gate that loads g_forking after sees it raised.
+void heavy_barrier() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (g_asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return;
+  // membarrier failed now: gates that ran asymmetric cannot be trusted to be
+  // visible; wait a scheduling round for good measure and rely on the loop.
+  sched_yield();
+}
+
+// Gives the thread's block back when the thread exits. A pthread key, not a
+// thread_local with a destructor: registering one of those allocates, and
+// glibc aborts the process when that allocation fails.
+void give_back_gate(void* block) noexcept {
+  static_cast<GateBlock*>(block)->owned.store(false, std::memory_order_release);
+  t_gate = nullptr;
+  t_gate_gone = true;
+}
+struct GateKey {
+  pthread_key_t key{};
+  bool ok = false;
+  GateKey() noexcept { ok = pthread_key_create(&key, give_back_gate) == 0; }
+};
+const GateKey g_gate_key;
+
+GateBlock* my_gate() noexcept {
+  if (t_gate != nullptr) return t_gate;
+  if (t_gate_gone) return nullptr;
+  GateBlock* b = g_blocks.load(std::memory_order_acquire);
+  for (; b != nullptr; b = b->next) {
+    bool expected = false;
+    if (!b->owned.load(std::memory_order_relaxed) &&
+        b->owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
+      break;
+  }
+  if (b == nullptr) {
+    b = new (std::nothrow) GateBlock;
+    if (b == nullptr) return nullptr;
+    b->owned.store(true, std::memory_order_relaxed);
+    b->next = g_blocks.load(std::memory_order_relaxed);
+    while (!g_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+  if (!g_gate_key.ok || pthread_setspecific(g_gate_key.key, b) != 0) {
+    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
+    return nullptr;
+  }
+  t_gate = b;
+  return b;
+}
+
+void wait_for_fork() noexcept {
+  while (g_forking.load(std::memory_order_acquire)) sched_yield();
+}
+
+// ---- the atfork handlers ------------------------------------------------------
+
+// The handlers may be registered twice (see register_again()): only the
+// outermost call of each kind does the work. fork() runs prepare handlers in
+// reverse order of registration, parent/child handlers in order.
+thread_local int t_handler_depth = 0;
+
+void prepare() noexcept {
+  if (t_handler_depth++ > 0) return;
+  g_fork_mutex.lock();
+  g_forking.store(true, std::memory_order_seq_cst);
+  heavy_barrier();
+  // The forking thread itself is never inside a gate (tether does not fork),
+  // but do not wait for it if it is.
+  const GateBlock* mine = t_depth > 0 ? t_entered : nullptr;
+  const std::int64_t my_unlisted = (t_depth > 0 && t_entered_unlisted) ? 1 : 0;
+  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next)
+    if (b != mine)
+      while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
+  while (g_unlisted.load(std::memory_order_seq_cst) > my_unlisted) sched_yield();
+}
+
+void parent() noexcept {
+  if (--t_handler_depth > 0) return;
+  g_forking.store(false, std::memory_order_release);
+  g_fork_mutex.unlock();
+}
+
+void child() noexcept {
+  if (--t_handler_depth > 0) return;
+  // Only this thread exists: every other record belongs to no one.
+  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+    if (b == t_gate) continue;
+    b->active.store(0, std::memory_order_relaxed);
+    b->owned.store(false, std::memory_order_relaxed);
+  }
+  g_unlisted.store((t_depth > 0 && t_entered_unlisted) ? 1 : 0, std::memory_order_relaxed);
+  registry::after_fork_child();
+  core::on_fork_child();
+  g_forking.store(false, std::memory_order_release);
+  g_fork_mutex.unlock();  // locked by this thread in prepare()
+}
+
+// Once the CUDA driver is loaded, register again: prepare handlers run in
+// reverse order of registration, so ours then runs before any the driver
+// registered, and waits for threads inside tether (perhaps inside a driver
+// call) before the driver's handler could take the driver's own locks.
+void register_again() { (void)pthread_atfork(prepare, parent, child); }
+
+struct Install {
+  Install() noexcept {
+    (void)pthread_atfork(prepare, parent, child);
+    core::set_cuda_loaded_hook(register_again);
+  }
+};
+const Install g_install;
+
+}  // namespace
+
+void fork_gate_enter() noexcept {
+  if (t_depth++ != 0) return;
+  GateBlock* b = my_gate();
+  if (b != nullptr) {
+    t_entered = b;
+    t_entered_unlisted = false;
+    for (;;) {
+      // Dekker: either prepare() sees this store and waits, or this thread
+      // sees g_forking and steps back (see heavy_barrier()).
+      if (g_asymmetric) {
+        b->active.store(1, std::memory_order_relaxed);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (!g_forking.load(std::memory_order_relaxed)) return;
+      } else {
+        b->active.store(1, std::memory_order_seq_cst);
+        if (!g_forking.load(std::memory_order_seq_cst)) return;
+      }
+      b->active.store(0, std::memory_order_seq_cst);
+      wait_for_fork();
+    }
+  }
+  t_entered = nullptr;
+  t_entered_unlisted = true;
+  for (;;) {
+    g_unlisted.fetch_add(1, std::memory_order_seq_cst);
+    if (!g_forking.load(std::memory_order_seq_cst)) return;
+    g_unlisted.fetch_sub(1, std::memory_order_seq_cst);
+    wait_for_fork();
+  }
+}
+
+void fork_gate_leave() noexcept {
+  if (--t_depth != 0) return;
+  if (t_entered_unlisted) {
+    t_entered_unlisted = false;
+    g_unlisted.fetch_sub(1, std::memory_order_release);
+  } else if (t_entered != nullptr) {
+    t_entered->active.store(0, std::memory_order_release);
+    t_entered = nullptr;
+  }
+}
+
+}  // namespace tether::capi
