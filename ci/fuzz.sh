@@ -44,7 +44,8 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 if [ "$mode" = replay ]; then
   n=$(find tests/fuzz/corpus -type f | wc -l)
   rc=0
-  "$fuzzer" -runs=0 tests/fuzz/corpus >"$build/replay.log" 2>&1 || rc=$?
+  mkdir -p "$build/artifacts"
+  "$fuzzer" -runs=0 -artifact_prefix="$build/artifacts/" tests/fuzz/corpus >"$build/replay.log" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then
     grep -E "^(==[0-9]+==|SUMMARY|fuzz_capi: (model|line)|Running:)" "$build/replay.log" | head -20 || true
     echo "fuzz: replay FAILED (exit $rc), log in $build/replay.log"

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -651,7 +652,10 @@ void op_table_lock(Input& in) {
     _exit(ok ? 0 : 1);
   }
   int st = 0;
-  FUZZ_CHECK(waitpid(pid, &st, 0) == pid);
+  pid_t w;
+  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
+  }  // libFuzzer's -timeout ticks with SIGALRM
+  FUZZ_CHECK(w == pid);
   FUZZ_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   int locked = -1;
   EXPECT_STATUS(TETHER_OK, tether_current_resource_is_locked(TETHER_DEVICE_HOST, &locked));
