@@ -72,4 +72,9 @@ if [ "$rc" -ne 0 ]; then
   echo "fuzz: FAILED (exit $rc); the input is in $build/artifacts/ (replay: $fuzzer FILE)"
   exit "$rc"
 fi
-echo "fuzz: no crash in $seconds s"
+# One line for the CI log: executions, their rate and libFuzzer's coverage.
+last=$(grep -E "^#[0-9]+" "$log" | tail -1)
+cov=$(printf '%s\n' "$last" | sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\) corp: \([0-9]*\).*/cov \1 edges, ft \2 features, corpus \3 inputs/p')
+runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+echo "fuzz: no crash in $seconds s: $runs executions, $rate exec/s, $cov"
