@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up, the CMake build with the C++ core,
 # C ABI, header, symbol, install and example tests (ctest), the same C/C++ tests
-# under AddressSanitizer+UBSan and under ThreadSanitizer, the Python package and
-# its tests (pytest), and the docs (Sphinx, warnings as errors).
+# under AddressSanitizer+UBSan and under ThreadSanitizer, a bounded libFuzzer run
+# over the C ABI, the ABI check against abi/libtether.abi, the Python package and
+# its tests (pytest), and the docs (Sphinx, warnings as errors). The fault-injection
+# sweep (tests/fault) runs inside the Release ctest.
 # GPU tests skip with a reason when there is no device (ci/gpu.sh runs them on one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,12 @@ for san in address,undefined thread; do
     TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 \
     ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L 'core|capi'
 done
+
+# Time-bounded: the fuzzer builds its own clang+ASan tree, then runs TETHER_FUZZ_SECONDS (120 s).
+step "fuzz: libFuzzer over the C ABI (${TETHER_FUZZ_SECONDS:-120} s)"
+ci/fuzz.sh
+step "ABI check (abidiff against abi/libtether.abi)"
+ci/abi.sh
 
 step "Python package (pip install .) and pytest"
 python -m pip install -q --no-build-isolation .

@@ -46,7 +46,9 @@ TETHER_API tether_status_t tether_current_resource_get(int device, tether_resour
  * Atomically install `resource` (retained by the table, not taken; NULL restores
  * the default) as current for `device`. The resource that was current is handed
  * to the caller as +1 in *out_previous, or released if out_previous is NULL
- * (*out_previous is NULL if the slot was unset). LOCKED if the slot is locked;
+ * (*out_previous is NULL if the slot held nothing yet: neither an installed
+ * resource nor the default an earlier get created; that default, once
+ * created, is handed back like any other). LOCKED if the slot is locked;
  * INVALID_ARGUMENT if the resource's memory is not usable as `device`'s
  * (device memory of another device in a device slot, device-only memory in the
  * host slot). Changes the process slot only: a thread that has pushed an
