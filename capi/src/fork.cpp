@@ -30,6 +30,7 @@
 #include <mutex>
 
 #include "internal.hpp"
+#include "thread_blocks.hpp"
 #include "tether_core/process.hpp"
 
 namespace tether::capi {
@@ -47,7 +48,6 @@ struct alignas(64) GateBlock {
   GateBlock* next = nullptr;  // immutable once published
 };
 
-std::atomic<GateBlock*> g_blocks{nullptr};
 std::atomic<bool> g_forking{false};
 // Threads inside a gate without a block (allocation failed, or the thread is
 // past its TLS destruction): counted here instead.
@@ -97,45 +97,19 @@ void heavy_barrier() noexcept {
   sched_yield();
 }
 
-// Gives the thread's block back when the thread exits. A pthread key, not a
-// thread_local with a destructor: registering one of those allocates, and
-// glibc aborts the process when that allocation fails.
+// At thread exit.
 void give_back_gate(void* block) noexcept {
-  static_cast<GateBlock*>(block)->owned.store(false, std::memory_order_release);
+  ThreadBlocks<GateBlock>::give_back(static_cast<GateBlock*>(block));
   t_gate = nullptr;
   t_gate_gone = true;
 }
-struct GateKey {
-  pthread_key_t key{};
-  bool ok = false;
-  GateKey() noexcept { ok = pthread_key_create(&key, give_back_gate) == 0; }
-};
-const GateKey g_gate_key;
+ThreadBlocks<GateBlock> g_blocks(give_back_gate);
 
 GateBlock* my_gate() noexcept {
   if (t_gate != nullptr) return t_gate;
   if (t_gate_gone) return nullptr;
-  GateBlock* b = g_blocks.load(std::memory_order_acquire);
-  for (; b != nullptr; b = b->next) {
-    bool expected = false;
-    if (!b->owned.load(std::memory_order_relaxed) &&
-        b->owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
-      break;
-  }
-  if (b == nullptr) {
-    b = new (std::nothrow) GateBlock;
-    if (b == nullptr) return nullptr;
-    b->owned.store(true, std::memory_order_relaxed);
-    b->next = g_blocks.load(std::memory_order_relaxed);
-    while (!g_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
-    }
-  }
-  if (!g_gate_key.ok || pthread_setspecific(g_gate_key.key, b) != 0) {
-    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
-    return nullptr;
-  }
-  t_gate = b;
-  return b;
+  t_gate = g_blocks.claim();
+  return t_gate;
 }
 
 void wait_for_fork() noexcept {
@@ -158,7 +132,7 @@ void prepare() noexcept {
   // but do not wait for it if it is.
   const GateBlock* mine = t_depth > 0 ? t_entered : nullptr;
   const std::int64_t my_unlisted = (t_depth > 0 && t_entered_unlisted) ? 1 : 0;
-  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next)
+  for (GateBlock* b = g_blocks.first(); b != nullptr; b = b->next)
     if (b != mine)
       while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
   while (g_unlisted.load(std::memory_order_seq_cst) > my_unlisted) sched_yield();
@@ -173,7 +147,7 @@ void parent() noexcept {
 void child() noexcept {
   if (--t_handler_depth > 0) return;
   // Only this thread exists: every other record belongs to no one.
-  for (GateBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+  for (GateBlock* b = g_blocks.first(); b != nullptr; b = b->next) {
     if (b == t_gate) continue;
     b->active.store(0, std::memory_order_relaxed);
     b->owned.store(false, std::memory_order_relaxed);

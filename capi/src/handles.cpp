@@ -43,6 +43,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "thread_blocks.hpp"
 
 namespace tether::capi::registry {
 namespace {
@@ -105,7 +106,6 @@ struct alignas(64) HazardBlock {
   std::atomic<bool> owned{false};
   HazardBlock* next = nullptr;  // immutable once published
 };
-std::atomic<HazardBlock*> g_hazard_blocks{nullptr};
 
 // A destruction deferred until this thread's borrow of the handle ends.
 struct Pending {
@@ -120,46 +120,20 @@ thread_local bool t_block_gone = false;  // past this thread's TLS destruction
 thread_local Pending t_pending[kHazards];
 thread_local int t_pending_count = 0;
 
-// Gives the thread's block back when the thread exits. A pthread key, not a
-// thread_local with a destructor: registering one of those allocates, and
-// glibc aborts the process when that allocation fails. (glibc runs C++
-// thread_local destructors first, so releases from them still find the block.)
+// At thread exit (glibc runs C++ thread_local destructors first, so releases
+// from them still find the block).
 void give_back_block(void* block) noexcept {
-  static_cast<HazardBlock*>(block)->owned.store(false, std::memory_order_release);
+  ThreadBlocks<HazardBlock>::give_back(static_cast<HazardBlock*>(block));
   t_block = nullptr;
   t_block_gone = true;
 }
-struct BlockKey {
-  pthread_key_t key{};
-  bool ok = false;
-  BlockKey() noexcept { ok = pthread_key_create(&key, give_back_block) == 0; }
-};
-const BlockKey g_block_key;
+ThreadBlocks<HazardBlock> g_hazard_blocks(give_back_block);
 
 HazardBlock* my_block() noexcept {
   if (t_block != nullptr) return t_block;
   if (t_block_gone) return nullptr;
-  HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire);
-  for (; b != nullptr; b = b->next) {
-    bool expected = false;
-    if (!b->owned.load(std::memory_order_relaxed) &&
-        b->owned.compare_exchange_strong(expected, true, std::memory_order_acquire))
-      break;
-  }
-  if (b == nullptr) {
-    b = new (std::nothrow) HazardBlock;
-    if (b == nullptr) return nullptr;
-    b->owned.store(true, std::memory_order_relaxed);
-    b->next = g_hazard_blocks.load(std::memory_order_relaxed);
-    while (!g_hazard_blocks.compare_exchange_weak(b->next, b, std::memory_order_release, std::memory_order_relaxed)) {
-    }
-  }
-  if (!g_block_key.ok || pthread_setspecific(g_block_key.key, b) != 0) {
-    b->owned.store(false, std::memory_order_release);  // no exit hook: do not keep it
-    return nullptr;  // the caller takes a counted reference instead
-  }
-  t_block = b;
-  return b;
+  t_block = g_hazard_blocks.claim();  // nullptr: the caller takes a counted reference instead
+  return t_block;
 }
 
 bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
@@ -172,7 +146,7 @@ bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
 // thread borrows `h` (its value while it was live).
 void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
   const HazardBlock* mine = t_block;
-  for (HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next)
+  for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next)
     if (b != mine)
       while (held_by(b, h)) std::this_thread::yield();  // a borrow lasts one call
   Object* obj = s->object.exchange(nullptr, std::memory_order_acq_rel);
@@ -351,7 +325,7 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
 // threads that do not exist here are cleared (a release would otherwise
 // wait for them forever) and their blocks become free for reuse.
 void after_fork_child() noexcept {
-  for (HazardBlock* b = g_hazard_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+  for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next) {
     if (b == t_block) continue;
     for (auto& w : b->hazard) w.store(0, std::memory_order_relaxed);
     b->owned.store(false, std::memory_order_relaxed);
