@@ -22,15 +22,17 @@
 // behind a spin lock held for a few loads and stores.
 #include "tether_core/host.hpp"
 
+#include "address_table.hpp"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
-#include <thread>
 
 namespace tether::core {
 
@@ -46,98 +48,16 @@ struct Entry {
   std::uint32_t offset = 0;     // key - what malloc returned (< 2^30)
 };
 
-class SpinLock {
- public:
-  void lock() noexcept {
-    while (held_.exchange(true, std::memory_order_acquire))
-      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
-  }
-  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+using detail::SpinLock;
 
- private:
-  std::atomic<bool> held_{false};
-};
-
-class LockGuard {
- public:
-  explicit LockGuard(SpinLock& l) noexcept : l_(l) { l_.lock(); }
-  ~LockGuard() { l_.unlock(); }
-  LockGuard(const LockGuard&) = delete;
-  LockGuard& operator=(const LockGuard&) = delete;
-
- private:
-  SpinLock& l_;
-};
-
-inline std::uint64_t mix(std::uintptr_t p) noexcept {
-  return static_cast<std::uint64_t>(p >> 4) * 0x9E3779B97F4A7C15ull;
-}
 
 constexpr unsigned kShardBits = 6;
 constexpr std::size_t kShards = std::size_t{1} << kShardBits;
 
-// One shard: the entries whose mixed hash has these top bits. The next bits
-// of the hash pick the home slot.
-class alignas(64) Shard {
- public:
-  static constexpr std::size_t npos = SIZE_MAX;
+// One shard: the entries whose hash has these top bits; the next bits pick the
+// home slot. Allocations are at least 16-byte aligned: 4 low bits carry nothing.
+struct alignas(64) Shard : detail::AddressTable<Entry, 4, kShardBits> {
   SpinLock lock;
-
-  // Room for one more entry; throws std::bad_alloc with nothing changed.
-  void reserve_one() {
-    if ((size_ + 1) * 2 > capacity_) rehash(capacity_ == 0 ? kInitialCapacity : capacity_ * 2);
-  }
-  // Requires reserve_one(); e.key non-zero and absent.
-  void insert(const Entry& e) noexcept {
-    std::size_t i = home(e.key);
-    while (slots_[i].key != 0) i = (i + 1) & mask_;
-    slots_[i] = e;
-    ++size_;
-  }
-  std::size_t find(std::uintptr_t key) const noexcept {
-    if (capacity_ == 0 || key == 0) return npos;
-    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return i;
-      if (slots_[i].key == 0) return npos;
-    }
-  }
-  const Entry& at(std::size_t i) const noexcept { return slots_[i]; }
-  void erase_at(std::size_t i) noexcept {
-    for (std::size_t j = i;;) {
-      j = (j + 1) & mask_;
-      if (slots_[j].key == 0) break;
-      const std::size_t k = home(slots_[j].key);
-      const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-      if (!stays) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i] = Entry{};
-    --size_;
-  }
-  std::size_t size() const noexcept { return size_; }
-
- private:
-  static constexpr std::size_t kInitialCapacity = 64;
-  std::size_t home(std::uintptr_t key) const noexcept {
-    return static_cast<std::size_t>((mix(key) << kShardBits) >> shift_);
-  }
-  void rehash(std::size_t capacity) {
-    std::unique_ptr<Entry[]> old(new Entry[capacity]);
-    old.swap(slots_);
-    const std::size_t old_capacity = capacity_;
-    capacity_ = capacity;
-    mask_ = capacity - 1;
-    shift_ = 64u - static_cast<unsigned>(__builtin_ctzll(capacity));
-    size_ = 0;
-    for (std::size_t i = 0; i < old_capacity; ++i)
-      if (old[i].key != 0) insert(old[i]);
-  }
-
-  std::unique_ptr<Entry[]> slots_;
-  std::size_t capacity_ = 0, mask_ = 0, size_ = 0;
-  unsigned shift_ = 64;
 };
 
 class HostResource final : public Resource {
@@ -199,7 +119,7 @@ class HostResource final : public Resource {
     Shard& s = shard(user);
     Entry e;
     {
-      LockGuard g(s.lock);
+      std::lock_guard<SpinLock> g(s.lock);
       const std::size_t i = s.find(user);
       if (i == Shard::npos) {
         e.key = 0;
@@ -223,7 +143,7 @@ class HostResource final : public Resource {
   }
 
  private:
-  Shard& shard(std::uintptr_t p) noexcept { return shards_[mix(p) >> (64 - kShardBits)]; }
+  Shard& shard(std::uintptr_t p) noexcept { return shards_[Shard::hash(p) >> (64 - kShardBits)]; }
 
   static std::string address(const void* p) {
     char buf[32];

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "address_table.hpp"
 #include "tether_core/resource.hpp"
 
 namespace tether::core::pool_detail {
@@ -24,17 +25,7 @@ struct Arena;
 // which index each block is in), which the arenas of different streams share
 // at chunk boundaries. Held only for a few pointer updates, never with another
 // chunk's lock, always after the arena lock.
-class SpinLock {
- public:
-  void lock() noexcept {
-    while (held_.exchange(true, std::memory_order_acquire))
-      while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
-  }
-  void unlock() noexcept { held_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> held_{false};
-};
+using detail::SpinLock;
 
 // A piece of one chunk, free or allocated. One cache line.
 struct alignas(64) Block {
