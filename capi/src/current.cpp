@@ -41,6 +41,15 @@ void check_usable(const core::Properties& p, int slot) {
                                  ", not device " + std::to_string(slot));
 }
 
+namespace {
+// +1 on `resource` after checking its memory suits `slot` (what set, set_if_unset and push install).
+HandleRef usable_reference(tether_resource_t* resource, int slot) {
+  ResourceRef r(resource);
+  check_usable(r->core->properties(), slot);
+  return retained(r);
+}
+}  // namespace
+
 int resolve_device(int device) {
   if (device == TETHER_DEVICE_HOST) return Table::kHostSlot;
   if (device == TETHER_DEVICE_CURRENT) return core::cuda::current_device();
@@ -96,11 +105,7 @@ TETHER_API tether_status_t tether_current_resource_set(int device, tether_resour
     if (out_previous != nullptr) *out_previous = nullptr;
     const int slot = resolve_device(device);
     HandleRef next;
-    if (resource != nullptr) {
-      ResourceRef r(resource);
-      check_usable(r->core->properties(), slot);
-      next = retained(r);
-    }
+    if (resource != nullptr) next = usable_reference(resource, slot);
     HandleRef previous = live_or_empty(table().set(slot, std::move(next)));
     if (out_previous != nullptr) *out_previous = previous.release();
   });
@@ -124,12 +129,7 @@ TETHER_API tether_status_t tether_current_resource_set_if_unset(int device, teth
     if (resource == nullptr)
       core::throw_invalid_argument("resource must not be NULL (to make a slot unset, use tether_current_resource_set(device, NULL, ...))");
     const int slot = resolve_device(device);
-    HandleRef next;
-    {
-      ResourceRef r(resource);
-      check_usable(r->core->properties(), slot);
-      next = retained(r);
-    }
+    HandleRef next = usable_reference(resource, slot);
     const bool installed = table().set_if_unset(slot, std::move(next));
     if (out_installed != nullptr) *out_installed = installed ? 1 : 0;
   });
@@ -140,12 +140,7 @@ TETHER_API tether_status_t tether_current_resource_push(int device, tether_resou
     if (resource == nullptr)
       core::throw_invalid_argument("resource must not be NULL (tether_current_resource_pop ends an override)");
     const int slot = resolve_device(device);
-    HandleRef next;
-    {
-      ResourceRef r(resource);
-      check_usable(r->core->properties(), slot);
-      next = retained(r);
-    }
+    HandleRef next = usable_reference(resource, slot);
     table().push(slot, std::move(next));
   });
 }

@@ -114,25 +114,7 @@ inline void check_free(const void* ptr, std::size_t bytes) {
 
 }  // namespace
 
-void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
-  alignment = checked_alignment(alignment);
-  if (bytes == 0) return nullptr;
-  check_request(bytes);
-  void* p = do_allocate_for(kCaller, bytes, alignment, stream);
-  count_allocation(kCaller, bytes);
-  return p;
-}
-
-void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
-  if (ptr == nullptr && bytes == 0) return;
-  check_free(ptr, bytes);
-  alignment = checked_alignment(alignment);
-  do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
-  count_free(kCaller, bytes);
-}
-
-void* Resource::allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
-  if (owner == kCaller) throw_bad_owner();
+void* Resource::allocate_as(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
   alignment = checked_alignment(alignment);
   if (bytes == 0) return nullptr;
   check_request(bytes);
@@ -141,13 +123,30 @@ void* Resource::allocate_for(owner_t owner, std::size_t bytes, std::size_t align
   return p;
 }
 
-void Resource::deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
-  if (owner == kCaller) throw_bad_owner();
+void Resource::deallocate_as(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
   if (ptr == nullptr && bytes == 0) return;
   check_free(ptr, bytes);
   alignment = checked_alignment(alignment);
   do_deallocate_for(owner, ptr, bytes, alignment, stream);
   count_free(owner, bytes);
+}
+
+void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
+  return allocate_as(kCaller, bytes, alignment, stream);
+}
+
+void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  deallocate_as(kCaller, ptr, bytes, alignment, stream);
+}
+
+void* Resource::allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  if (owner == kCaller) throw_bad_owner();
+  return allocate_as(owner, bytes, alignment, stream);
+}
+
+void Resource::deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  if (owner == kCaller) throw_bad_owner();
+  deallocate_as(owner, ptr, bytes, alignment, stream);
 }
 
 }  // namespace tether::core

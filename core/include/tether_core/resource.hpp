@@ -143,6 +143,9 @@ class Resource {
   }
 
  private:
+  // The one path of allocate()/allocate_for() and deallocate()/deallocate_for().
+  void* allocate_as(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
+  void deallocate_as(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
   // The outstanding counters are striped: each thread updates the stripe it
   // picked once (round robin), so threads allocating from one resource do not
   // bounce one cache line between them. Deltas are signed: memory allocated on
