@@ -18,7 +18,7 @@ import functools
 import operator
 
 from ._convert import CURRENT_DEVICE, device_value, handle_value, parse_size, stream_value
-from ._errors import NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
+from ._errors import InvalidArgumentError, NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._resources import Resource, ResourceKind, wrap_borrowed
@@ -237,7 +237,7 @@ class Buffer(Handle):
             have = self.size
             n = max(have - offset, 0) if size is None else parse_size(size)
             if offset > have or n > have - offset:  # before allocating n bytes for nothing
-                raise ValueError(f"copy_to_host: offset {offset} + size {n} exceeds the buffer's {have} bytes")
+                raise InvalidArgumentError(f"copy_to_host: offset {offset} + size {n} exceeds the buffer's {have} bytes")
             out = bytearray(n)
         try:
             dst = ffi.from_buffer(out, require_writable=True)

@@ -80,8 +80,8 @@ def test_copy_to_host_checks_the_range_before_allocating(host):
     with tether.Buffer(100, resource=host) as buf:
         tracemalloc.start()
         try:
-            raises_naming(ValueError, "size", buf.copy_to_host, size="4 GiB")
-            raises_naming(ValueError, "offset", buf.copy_to_host, offset=101)
+            raises_naming(tether.InvalidArgumentError, "size", buf.copy_to_host, size="4 GiB")
+            raises_naming(tether.InvalidArgumentError, "offset", buf.copy_to_host, offset=101)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
