@@ -40,7 +40,11 @@ fn from_env() -> Option<Found> {
     let include_dir = env::var_os("TETHER_INCLUDE_DIR")
         .map(PathBuf::from)
         .or_else(|| Some(dir.join("..").join("include")).filter(|p| p.join("tether").is_dir()));
-    Some(Found { lib_dir: dir, include_dir, how: "TETHER_LIB_DIR" })
+    Some(Found {
+        lib_dir: dir,
+        include_dir,
+        how: "TETHER_LIB_DIR",
+    })
 }
 
 fn run(cmd: &mut Command) -> Option<String> {
@@ -60,7 +64,11 @@ fn from_pkg_config() -> Option<Found> {
     let include_dir = run(Command::new("pkg-config").args(["--variable=includedir", "tether"]))
         .map(|s| PathBuf::from(s.trim()))
         .filter(|p| !p.as_os_str().is_empty());
-    Some(Found { lib_dir: dir, include_dir, how: "pkg-config" })
+    Some(Found {
+        lib_dir: dir,
+        include_dir,
+        how: "pkg-config",
+    })
 }
 
 fn from_python() -> Option<Found> {
@@ -75,26 +83,41 @@ fn from_python() -> Option<Found> {
     let dir = library.parent()?.to_path_buf();
     if !has_library(&dir) {
         // The package may ship only the versioned file; link that one by name.
-        println!("cargo:warning=tether-sys: {} has no unversioned libtether.so", dir.display());
+        println!(
+            "cargo:warning=tether-sys: {} has no unversioned libtether.so",
+            dir.display()
+        );
         return None;
     }
-    Some(Found { lib_dir: dir, include_dir, how: "python tether.get_library()" })
+    Some(Found {
+        lib_dir: dir,
+        include_dir,
+        how: "python tether.get_library()",
+    })
 }
 
 fn main() {
-    for var in ["TETHER_LIB_DIR", "TETHER_INCLUDE_DIR", "TETHER_PYTHON", "PKG_CONFIG_PATH"] {
+    for var in [
+        "TETHER_LIB_DIR",
+        "TETHER_INCLUDE_DIR",
+        "TETHER_PYTHON",
+        "PKG_CONFIG_PATH",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=build.rs");
 
-    let found = from_env().or_else(from_pkg_config).or_else(from_python).unwrap_or_else(|| {
-        panic!(
-            "tether-sys: libtether not found. Set TETHER_LIB_DIR to the directory of \
+    let found = from_env()
+        .or_else(from_pkg_config)
+        .or_else(from_python)
+        .unwrap_or_else(|| {
+            panic!(
+                "tether-sys: libtether not found. Set TETHER_LIB_DIR to the directory of \
              libtether.so (e.g. build/release/capi of a CMake build), or install a tether.pc \
              for pkg-config, or `pip install` the tether Python package into the python3 \
              on PATH (or the one named by TETHER_PYTHON)."
-        )
-    });
+            )
+        });
     let lib_dir = found.lib_dir.canonicalize().unwrap_or(found.lib_dir);
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-lib=dylib=tether");

@@ -81,11 +81,17 @@ fn bindings_declare_every_header_function() {
         let text = std::fs::read_to_string(&path).unwrap();
         for chunk in text.split("TETHER_API").skip(1) {
             let before_paren = chunk.split('(').next().unwrap_or("");
-            let name = before_paren.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|s| !s.is_empty()).last().unwrap_or("");
+            let name = before_paren
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .rfind(|s| !s.is_empty())
+                .unwrap_or("");
             if name.starts_with("tether_") && !committed.contains(&format!("pub fn {name}(")) {
                 missing.push(name.to_string());
             }
         }
     }
-    assert!(missing.is_empty(), "functions missing from src/bindings.rs: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "functions missing from src/bindings.rs: {missing:?}"
+    );
 }

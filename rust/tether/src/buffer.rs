@@ -46,6 +46,14 @@ pub struct BufferInfo {
 /// with `InvalidArgument`. Code in another language that writes the memory while
 /// a Rust slice of it is alive is outside what Rust can check (as with any memory
 /// shared through FFI): synchronise such use yourself.
+///
+/// ```compile_fail,E0502
+/// # let r = tether::Resource::host().unwrap();
+/// let mut buf = r.buffer(16, tether::Stream::DEFAULT).unwrap();
+/// let read = buf.as_slice().unwrap();
+/// let write = buf.as_mut_slice().unwrap(); // error: `buf` is borrowed by `read`
+/// # drop((read, write));
+/// ```
 pub struct Buffer {
     raw: NonNull<sys::tether_buffer_t>,
     /// Shared by this value and its Rust clones: the strong count says how many
@@ -81,15 +89,20 @@ impl Buffer {
     pub fn from_current(device: Device, size: usize, stream: Stream) -> Result<Buffer> {
         let mut out = ptr::null_mut();
         // SAFETY: NULL resource means "current for device"; valid out-pointer.
-        let status = unsafe { sys::tether_buffer_create(ptr::null_mut(), device.as_raw(), size, stream.as_raw(), &mut out) };
+        let status =
+            unsafe { sys::tether_buffer_create(ptr::null_mut(), device.as_raw(), size, stream.as_raw(), &mut out) };
         Buffer::created(status, out)
     }
 
     fn created(status: sys::tether_status_t, out: *mut sys::tether_buffer_t) -> Result<Buffer> {
         check(status)?;
         // SAFETY: on TETHER_OK the create call handed us +1.
-        unsafe { Buffer::from_raw(out) }
-            .ok_or_else(|| Error::new(sys::TETHER_ERROR_INTERNAL, "tether_buffer_create returned TETHER_OK and no handle"))
+        unsafe { Buffer::from_raw(out) }.ok_or_else(|| {
+            Error::new(
+                sys::TETHER_ERROR_INTERNAL,
+                "tether_buffer_create returned TETHER_OK and no handle",
+            )
+        })
     }
 
     /// Take ownership of one reference (`+1`) to `raw`. `None` for NULL.
@@ -100,7 +113,10 @@ impl Buffer {
     /// [`Buffer::from_handle`]) is used for mutable access while this one is, since
     /// the alias count of [`Buffer::as_mut_slice`] only knows this value's clones.
     pub unsafe fn from_raw(raw: *mut sys::tether_buffer_t) -> Option<Buffer> {
-        NonNull::new(raw).map(|raw| Buffer { raw, aliases: Arc::new(()) })
+        NonNull::new(raw).map(|raw| Buffer {
+            raw,
+            aliases: Arc::new(()),
+        })
     }
 
     /// A new reference to the buffer whose handle is `raw` (retained; the caller
@@ -270,7 +286,10 @@ impl Buffer {
         if !i.host_accessible {
             return Err(Error::new(
                 sys::TETHER_ERROR_INVALID_ARGUMENT,
-                format!("{what}: the buffer's memory is not host-accessible (device {:?}); use copy_to_host", i.device),
+                format!(
+                    "{what}: the buffer's memory is not host-accessible (device {:?}); use copy_to_host",
+                    i.device
+                ),
             ));
         }
         Ok((i.ptr, i.size))
@@ -367,7 +386,10 @@ impl Clone for Buffer {
         // SAFETY: `self` owns a reference, so the handle is live.
         let status = unsafe { sys::tether_buffer_retain(self.as_raw()) };
         assert_eq!(status, sys::TETHER_OK, "{LIVE}");
-        Buffer { raw: self.raw, aliases: Arc::clone(&self.aliases) }
+        Buffer {
+            raw: self.raw,
+            aliases: Arc::clone(&self.aliases),
+        }
     }
 }
 

@@ -76,6 +76,13 @@ pub fn is_current_resource_locked(device: Device) -> Result<bool> {
 /// in scope order do. Dropping guards of one slot out of order pops the wrong
 /// override (no memory error: the stack holds its own references); prefer
 /// [`with_current_resource`], which cannot.
+///
+/// ```compile_fail,E0277
+/// fn needs_send<T: Send>(_: T) {}
+/// let r = tether::Resource::host().unwrap();
+/// let guard = tether::push_current_resource(tether::Device::Host, &r).unwrap();
+/// needs_send(guard); // error: the guard must be dropped on the thread that pushed
+/// ```
 #[must_use = "the override is popped when the guard is dropped"]
 pub struct CurrentResourceGuard {
     device: c_int,
@@ -112,7 +119,10 @@ pub fn push_current_resource(device: Device, resource: &Resource) -> Result<Curr
     };
     // SAFETY: live handle, retained by the stack.
     check(unsafe { sys::tether_current_resource_push(device, resource.as_raw()) })?;
-    Ok(CurrentResourceGuard { device, _thread_bound: PhantomData })
+    Ok(CurrentResourceGuard {
+        device,
+        _thread_bound: PhantomData,
+    })
 }
 
 /// Run `f` with `resource` pushed as this thread's override for `device`,
@@ -121,4 +131,3 @@ pub fn with_current_resource<R>(device: Device, resource: &Resource, f: impl FnO
     let _guard = push_current_resource(device, resource)?;
     Ok(f())
 }
-

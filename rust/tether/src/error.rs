@@ -78,7 +78,10 @@ impl Error {
     /// An error raised by this crate itself (no C call failed), e.g. a size that
     /// does not fit, or a slice of device memory. `message` names the argument.
     pub(crate) fn new(kind_code: sys::tether_status_t, message: impl Into<String>) -> Error {
-        Error { code: kind_code, message: message.into() }
+        Error {
+            code: kind_code,
+            message: message.into(),
+        }
     }
 
     /// The C status code (`tether_status_t`, never `TETHER_OK`).

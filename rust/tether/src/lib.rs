@@ -29,8 +29,8 @@
 #![warn(missing_docs)]
 
 mod buffer;
-mod current;
 pub mod cuda;
+mod current;
 pub mod debug;
 mod error;
 mod resource;
@@ -39,8 +39,8 @@ mod types;
 
 pub use buffer::{Buffer, BufferInfo, HostSlice, HostSliceMut};
 pub use current::{
-    current_resource, is_current_resource_locked, lock_current_resource, push_current_resource,
-    set_current_resource, set_current_resource_if_unset, with_current_resource, CurrentResourceGuard,
+    current_resource, is_current_resource_locked, lock_current_resource, push_current_resource, set_current_resource,
+    set_current_resource_if_unset, with_current_resource, CurrentResourceGuard,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use resource::{PoolInfo, Properties, Resource, ResourceKind, Statistics};
@@ -61,7 +61,9 @@ pub fn version_number() -> u32 {
 /// The loaded library's version as `"MAJOR.MINOR.PATCH"`.
 pub fn version_string() -> &'static str {
     // SAFETY: static storage, never NULL.
-    unsafe { CStr::from_ptr(sys::tether_version_string()) }.to_str().unwrap_or("")
+    unsafe { CStr::from_ptr(sys::tether_version_string()) }
+        .to_str()
+        .unwrap_or("")
 }
 
 /// The loaded library's ABI version (its SOVERSION).

@@ -137,6 +137,9 @@ impl Resource {
     /// as an integer (Python's `Resource.handle`) becomes a `Resource`.
     /// Safe: tether checks handles, so a stale or forged value is an
     /// `InvalidHandle` error.
+    // tether never dereferences a handle it has not validated (DESIGN.md §2.5),
+    // so passing an arbitrary pointer value here is safe, unlike what clippy assumes.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn from_handle(raw: *mut sys::tether_resource_t) -> Result<Resource> {
         // SAFETY: retain validates the handle (index + generation); it never
         // dereferences a forged pointer.
@@ -165,8 +168,12 @@ impl Resource {
     pub(crate) fn created(status: sys::tether_status_t, out: *mut sys::tether_resource_t) -> Result<Resource> {
         check(status)?;
         // SAFETY: on TETHER_OK the create call handed us +1 in `out`.
-        unsafe { Resource::from_raw(out) }
-            .ok_or_else(|| Error::new(sys::TETHER_ERROR_INTERNAL, "a create call returned TETHER_OK and no handle"))
+        unsafe { Resource::from_raw(out) }.ok_or_else(|| {
+            Error::new(
+                sys::TETHER_ERROR_INTERNAL,
+                "a create call returned TETHER_OK and no handle",
+            )
+        })
     }
 
     /// The resource's properties: kind, device, accessibility.
@@ -233,7 +240,13 @@ impl Resource {
     /// Nothing may use the memory after this call (other than work already
     /// ordered before `stream`): the resource may hand it out again.
     pub unsafe fn deallocate(&self, ptr: *mut u8, size: usize, alignment: usize, stream: Stream) -> Result<()> {
-        check(sys::tether_resource_deallocate(self.as_raw(), ptr.cast(), size, alignment, stream.as_raw()))
+        check(sys::tether_resource_deallocate(
+            self.as_raw(),
+            ptr.cast(),
+            size,
+            alignment,
+            stream.as_raw(),
+        ))
     }
 
     /// A buffer of `size` bytes from this resource, ordered on `stream`
@@ -335,6 +348,9 @@ impl Drop for Resource {
 
 impl fmt::Debug for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Resource").field("name", &self.name()).field("handle", &self.raw).finish()
+        f.debug_struct("Resource")
+            .field("name", &self.name())
+            .field("handle", &self.raw)
+            .finish()
     }
 }

@@ -38,10 +38,18 @@ impl Resource {
     pub fn cuda_async(device: i32) -> AsyncBuilder {
         let mut o = MaybeUninit::<sys::tether_async_options_t>::zeroed();
         // SAFETY: valid out-struct of our size; fills the library's defaults.
-        let status = unsafe { sys::tether_async_options_init(o.as_mut_ptr(), mem::size_of::<sys::tether_async_options_t>()) };
-        assert_eq!(status, sys::TETHER_OK, "tether_async_options_init rejected this crate's layout");
+        let status =
+            unsafe { sys::tether_async_options_init(o.as_mut_ptr(), mem::size_of::<sys::tether_async_options_t>()) };
+        assert_eq!(
+            status,
+            sys::TETHER_OK,
+            "tether_async_options_init rejected this crate's layout"
+        );
         // SAFETY: initialised above.
-        AsyncBuilder { device, options: unsafe { o.assume_init() } }
+        AsyncBuilder {
+            device,
+            options: unsafe { o.assume_init() },
+        }
     }
 }
 

@@ -28,10 +28,18 @@ impl Resource {
     pub fn pool(upstream: &Resource) -> PoolBuilder<'_> {
         let mut o = MaybeUninit::<sys::tether_pool_options_t>::zeroed();
         // SAFETY: valid out-struct of our size; fills the library's defaults.
-        let status = unsafe { sys::tether_pool_options_init(o.as_mut_ptr(), mem::size_of::<sys::tether_pool_options_t>()) };
-        assert_eq!(status, sys::TETHER_OK, "tether_pool_options_init rejected this crate's layout");
+        let status =
+            unsafe { sys::tether_pool_options_init(o.as_mut_ptr(), mem::size_of::<sys::tether_pool_options_t>()) };
+        assert_eq!(
+            status,
+            sys::TETHER_OK,
+            "tether_pool_options_init rejected this crate's layout"
+        );
         // SAFETY: initialised by the call above (and zeroed before).
-        PoolBuilder { upstream, options: unsafe { o.assume_init() } }
+        PoolBuilder {
+            upstream,
+            options: unsafe { o.assume_init() },
+        }
     }
 }
 
