@@ -20,28 +20,47 @@ use std::process::Command;
 
 struct Found {
     lib_dir: PathBuf,
+    /// How to name the library to the linker: `tether` (libtether.so) or, where
+    /// only the SONAME file exists (the Python wheel ships libtether.so.0), that
+    /// file name, linked verbatim.
+    link_name: String,
     include_dir: Option<PathBuf>,
     how: &'static str,
 }
 
-fn has_library(dir: &Path) -> bool {
-    dir.join("libtether.so").exists() || dir.join("libtether.dylib").exists()
+/// The link name of libtether in `dir`, if it holds one.
+fn library_in(dir: &Path) -> Option<String> {
+    if dir.join("libtether.so").exists() || dir.join("libtether.dylib").exists() {
+        return Some("tether".to_string());
+    }
+    // libtether.so.<ABI>: the SONAME file, e.g. libtether.so.0 (not libtether.so.0.1.0).
+    let mut sonames: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_prefix("libtether.so.")
+                .map_or(false, |v| v.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    sonames.sort();
+    sonames.pop()
 }
 
 fn from_env() -> Option<Found> {
     let dir = PathBuf::from(env::var_os("TETHER_LIB_DIR")?);
-    if !has_library(&dir) {
+    let link_name = library_in(&dir).unwrap_or_else(|| {
         panic!(
             "tether-sys: TETHER_LIB_DIR={} holds no libtether.so (build tether with CMake, \
              or point TETHER_LIB_DIR at the directory of libtether.so)",
             dir.display()
-        );
-    }
+        )
+    });
     let include_dir = env::var_os("TETHER_INCLUDE_DIR")
         .map(PathBuf::from)
         .or_else(|| Some(dir.join("..").join("include")).filter(|p| p.join("tether").is_dir()));
     Some(Found {
         lib_dir: dir,
+        link_name,
         include_dir,
         how: "TETHER_LIB_DIR",
     })
@@ -58,14 +77,13 @@ fn run(cmd: &mut Command) -> Option<String> {
 fn from_pkg_config() -> Option<Found> {
     let libdir = run(Command::new("pkg-config").args(["--variable=libdir", "tether"]))?;
     let dir = PathBuf::from(libdir.trim());
-    if !has_library(&dir) {
-        return None;
-    }
+    let link_name = library_in(&dir)?;
     let include_dir = run(Command::new("pkg-config").args(["--variable=includedir", "tether"]))
         .map(|s| PathBuf::from(s.trim()))
         .filter(|p| !p.as_os_str().is_empty());
     Some(Found {
         lib_dir: dir,
+        link_name,
         include_dir,
         how: "pkg-config",
     })
@@ -81,16 +99,10 @@ fn from_python() -> Option<Found> {
     let library = PathBuf::from(lines.next()?.trim());
     let include_dir = lines.next().map(|s| PathBuf::from(s.trim()));
     let dir = library.parent()?.to_path_buf();
-    if !has_library(&dir) {
-        // The package may ship only the versioned file; link that one by name.
-        println!(
-            "cargo:warning=tether-sys: {} has no unversioned libtether.so",
-            dir.display()
-        );
-        return None;
-    }
+    let link_name = library_in(&dir)?;
     Some(Found {
         lib_dir: dir,
+        link_name,
         include_dir,
         how: "python tether.get_library()",
     })
@@ -120,7 +132,12 @@ fn main() {
         });
     let lib_dir = found.lib_dir.canonicalize().unwrap_or(found.lib_dir);
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
-    println!("cargo:rustc-link-lib=dylib=tether");
+    if found.link_name == "tether" {
+        println!("cargo:rustc-link-lib=dylib=tether");
+    } else {
+        // -l:libtether.so.0 (GNU ld): link the SONAME file itself.
+        println!("cargo:rustc-link-lib=dylib:+verbatim={}", found.link_name);
+    }
     // For this crate's own test executables (dependents add their own rpath).
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     // Metadata for dependents: DEP_TETHER_LIB_DIR, DEP_TETHER_INCLUDE, DEP_TETHER_FOUND_BY.
