@@ -38,8 +38,7 @@ fn library_in(dir: &Path) -> Option<String> {
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| {
-            n.strip_prefix("libtether.so.")
-                .map_or(false, |v| v.chars().all(|c| c.is_ascii_digit()))
+            matches!(n.strip_prefix("libtether.so."), Some(v) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()))
         })
         .collect();
     sonames.sort();
