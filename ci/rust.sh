@@ -52,6 +52,8 @@ if cargo fmt --version >/dev/null 2>&1; then
 fi
 say "cargo test --offline --workspace"
 TETHER_REQUIRE_BINDGEN=1 cargo test --offline --workspace --quiet
+say "the README example (tether/examples/readme.rs)"
+cargo run --offline --quiet -p tether --example readme
 
 # 4. Docs and lints.
 say "rustdoc -D warnings"
