@@ -199,3 +199,24 @@ fn handles_are_send_and_sync_where_c_makes_calls_thread_safe() {
     send_sync::<tether::Error>();
     send_sync::<tether::HostSlice<'static>>();
 }
+
+#[test]
+fn an_error_keeps_its_own_message_whatever_fails_later_or_elsewhere() {
+    let _g = census();
+    let host = Resource::host().unwrap();
+    let first = Resource::pool(&host)
+        .initial_size(2 << 20)
+        .maximum_size(1 << 20)
+        .build()
+        .unwrap_err();
+    let text = first.message().to_string();
+    // Another failure on this thread, and failures on another thread, change nothing in `first`.
+    let second = host.allocate(8, 3, Stream::DEFAULT).unwrap_err();
+    let other = std::thread::spawn(|| tether::current_resource(Device::Cuda(-9)).unwrap_err())
+        .join()
+        .unwrap();
+    assert_eq!(first.message(), text);
+    assert_ne!(second.message(), text);
+    assert!(second.message().contains("alignment"), "{second}");
+    assert_ne!(other.message(), second.message());
+}
