@@ -93,3 +93,25 @@ fn bad_devices_and_unusable_memory_are_refused() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }
+
+#[test]
+fn the_current_device_slot_without_a_gpu_says_why() {
+    let _t = table();
+    let host = Resource::host().unwrap();
+    match tether::cuda::device_count() {
+        Ok(_) => {
+            // With a GPU: host memory does not suit a device slot.
+            let e = push_current_resource(Device::Current, &host).err().unwrap();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        }
+        Err(no_device) => {
+            assert_eq!(no_device.kind(), ErrorKind::NoDevice);
+            assert!(!no_device.message().is_empty());
+            let e = Buffer::from_current(Device::Current, 16, Stream::DEFAULT).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
+            assert!(push_current_resource(Device::Current, &host).is_err());
+            // The host slot is untouched by all of that.
+            assert_eq!(current_resource(Device::Host).unwrap().name(), "host");
+        }
+    }
+}
