@@ -128,7 +128,10 @@ impl Buffer {
     pub unsafe fn from_handle(raw: *mut sys::tether_buffer_t) -> Result<Buffer> {
         let status = sys::tether_buffer_retain(raw);
         if status != sys::TETHER_OK {
-            return Err(Error::new(status, "buffer: not a live tether buffer handle"));
+            return Err(Error::new(
+                status,
+                format!("from_handle: buffer {raw:p} is not a live tether buffer handle"),
+            ));
         }
         Ok(Buffer::from_raw(raw).expect("retained handle is not NULL"))
     }

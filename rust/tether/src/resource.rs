@@ -145,7 +145,10 @@ impl Resource {
         // dereferences a forged pointer.
         let status = unsafe { sys::tether_resource_retain(raw) };
         if status != sys::TETHER_OK {
-            return Err(Error::new(status, "resource: not a live tether resource handle"));
+            return Err(Error::new(
+                status,
+                format!("from_handle: resource {raw:p} is not a live tether resource handle"),
+            ));
         }
         // SAFETY: retain succeeded, so raw is non-NULL and we own +1.
         Ok(unsafe { Resource::from_raw(raw) }.expect("retained handle is not NULL"))

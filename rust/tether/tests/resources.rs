@@ -142,6 +142,7 @@ fn raw_handles_round_trip_and_stale_ones_are_errors() {
     drop(host);
     let e = Resource::from_handle(raw).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidHandle);
+    assert!(e.message().contains("from_handle: resource 0x"), "{e}");
 }
 
 #[test]
