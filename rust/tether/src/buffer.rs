@@ -43,9 +43,12 @@ pub struct BufferInfo {
 /// Because clones share memory, mutable access ([`Buffer::as_mut_slice`],
 /// [`Buffer::copy_from_host`] on host memory, [`Buffer::copy_from`]) needs
 /// `&mut self` *and* that this value has no live Rust clones; otherwise it fails
-/// with `InvalidArgument`. Code in another language that writes the memory while
+/// with `InvalidArgument`. Code in another language (or a GPU kernel, for managed
+/// and pinned memory) that writes the memory while
 /// a Rust slice of it is alive is outside what Rust can check (as with any memory
-/// shared through FFI): synchronise such use yourself.
+/// shared through FFI): synchronise such use yourself. Slices do not wait for
+/// the buffer's stream either: after GPU work on the memory, call
+/// [`crate::cuda::stream_synchronize`] first.
 ///
 /// ```compile_fail,E0502
 /// # let r = tether::Resource::host().unwrap();
