@@ -30,8 +30,19 @@ if ! command -v cargo >/dev/null 2>&1; then
   say "installing cargo (Debian)"
   apt_install cargo
 fi
-# bindgen loads libclang at run time, and needs clang's own headers (stddef.h).
-if ! command -v bindgen >/dev/null 2>&1 || ! ls /usr/lib/x86_64-linux-gnu/libclang-*.so* /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
+# bindgen loads libclang at run time, and needs clang's own headers (stddef.h):
+# check by running it on a header that includes one.
+bindgen_works() {
+  local h
+  h=$(mktemp --suffix=.h)
+  echo '#include <stddef.h>' > "$h"
+  echo 'size_t tether_probe(void);' >> "$h"
+  bindgen "$h" >/dev/null 2>&1
+  local rc=$?
+  rm -f "$h"
+  return $rc
+}
+if ! command -v bindgen >/dev/null 2>&1 || ! bindgen_works; then
   say "installing bindgen and libclang (Debian)"
   apt_install bindgen libclang1-14 libclang-common-14-dev
 fi
