@@ -142,9 +142,12 @@ impl Buffer {
     /// Give up this value's reference as a raw `+1` handle (for
     /// `tether_buffer_release` in C or `tether.Buffer.from_handle(h, owned=True)` in Python).
     pub fn into_raw(self) -> *mut sys::tether_buffer_t {
-        let raw = self.raw.as_ptr();
-        std::mem::forget(self);
-        raw
+        // Skip Drop (the reference goes to the caller) but not the Rust-side
+        // alias count, which would otherwise leak (ASan found it).
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; the Arc is moved out once.
+        drop(unsafe { ptr::read(&this.aliases) });
+        this.raw.as_ptr()
     }
 
     /// The raw handle, borrowed: valid while `self` is alive.
