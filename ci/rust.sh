@@ -7,6 +7,8 @@
 #      bindings (TETHER_REQUIRE_BINDGEN=1: fails rather than skips), and the
 #      Rust <-> C++ proof (rust/xlang/cpp);
 #   4. rustdoc with -D warnings; clippy with -D warnings where clippy is installed;
+#      the Rust tests once more against build/san-address's ASan+UBSan libtether
+#      when ci/test.sh has built it;
 #   5. the Rust <-> Python proof (tests/python/test_rust.py: a Rust cdylib that
 #      ctypes loads into Python, linked against the installed package's
 #      libtether through tether.get_library()), with the package in .venv.
@@ -74,6 +76,22 @@ if cargo clippy --version >/dev/null 2>&1; then
   cargo clippy --offline --workspace --all-targets --quiet -- -D warnings
 else
   say "clippy is not installed (no rustup component here): skipped"
+fi
+
+# 4b. The Rust tests again against the ASan+UBSan libtether that ci/test.sh builds
+# (build/san-address), with the sanitizer runtimes preloaded through a cargo
+# runner: catches leaks and memory errors the Rust side causes in the library.
+san=$root/build/san-address/capi
+if [ -e "$san/libtether.so" ] && [ "${TETHER_RUST_ASAN:-1}" = 1 ]; then
+  say "cargo test against the ASan+UBSan libtether ($san)"
+  preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  TETHER_LIB_DIR=$san CARGO_TARGET_DIR=$root/rust/target/asan \
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$preload" \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    cargo test --offline --workspace --tests --quiet
+else
+  say "no build/san-address/capi/libtether.so (ci/test.sh builds it): sanitizer run skipped"
 fi
 cd "$root"
 
