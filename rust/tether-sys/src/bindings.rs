@@ -212,6 +212,95 @@ fn bindgen_test_layout_tether_resource_properties() {
 }
 #[doc = " Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT)."]
 pub type tether_resource_properties_t = tether_resource_properties;
+extern "C" {
+    #[doc = " A resource of aligned host allocations from the C heap."]
+    #[doc = " out: receives +1. It detects frees of memory that it did not allocate."]
+    pub fn tether_host_resource_create(out: *mut *mut tether_resource_t) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Add one reference. INVALID_HANDLE if `resource` is NULL or stale. Touches no error state."]
+    pub fn tether_resource_retain(resource: *mut tether_resource_t) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Drop one reference; the last one makes the handle stale. NULL is a no-op (TETHER_OK)."]
+    #[doc = " INVALID_HANDLE for a stale handle. Touches no error state."]
+    pub fn tether_resource_release(resource: *mut tether_resource_t) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Allocate `size` bytes aligned to `alignment` (a power of two; 0 means"]
+    #[doc = " TETHER_DEFAULT_ALIGNMENT), ordered on `stream`. *out_ptr receives the memory,"]
+    #[doc = " owned by the caller until given back with tether_resource_deallocate() on the"]
+    #[doc = " same resource with the same size and alignment. size 0 gives *out_ptr = NULL."]
+    #[doc = " Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out_ptr, bad alignment),"]
+    #[doc = " OUT_OF_MEMORY (*out_ptr is then NULL)."]
+    pub fn tether_resource_allocate(
+        resource: *mut tether_resource_t,
+        size: usize,
+        alignment: usize,
+        stream: tether_stream_t,
+        out_ptr: *mut *mut ::std::os::raw::c_void,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Give back memory from tether_resource_allocate() of this resource. The memory"]
+    #[doc = " may be reused by work ordered after `stream`. NULL with size 0 is a no-op."]
+    #[doc = " A resource accepts only memory it handed out itself to the caller: not"]
+    #[doc = " another resource's (not even an equal one's - tether_resource_is_equal() is"]
+    #[doc = " for comparison; free into the resource you allocated from), not memory that"]
+    #[doc = " came through an adaptor or pool over it (a pool's chunk), not memory of its"]
+    #[doc = " upstream freed through an adaptor, not a pointer already freed."]
+    #[doc = " Errors: INVALID_HANDLE; INVALID_ARGUMENT, naming the pointer, for any of"]
+    #[doc = " those and for a size or alignment that differs from the allocation: the"]
+    #[doc = " memory is then left untouched (never read) and no resource's counters"]
+    #[doc = " change. Host, pool and statistics resources check every free; CUDA"]
+    #[doc = " resources of one kind and device share one table of allocations, so they"]
+    #[doc = " accept each other's caller allocations."]
+    pub fn tether_resource_deallocate(
+        resource: *mut tether_resource_t,
+        ptr: *mut ::std::os::raw::c_void,
+        size: usize,
+        alignment: usize,
+        stream: tether_stream_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Fill *out (caller sets out->struct_size). INVALID_HANDLE / INVALID_ARGUMENT."]
+    pub fn tether_resource_get_properties(
+        resource: *mut tether_resource_t,
+        out: *mut tether_resource_properties_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A short name (\"host\", \"pool\", ...). Borrowed, static storage; \"\" for a stale handle."]
+    pub fn tether_resource_get_name(
+        resource: *mut tether_resource_t,
+    ) -> *const ::std::os::raw::c_char;
+}
+extern "C" {
+    #[doc = " The upstream of a pool or adaptor: *out is borrowed (valid while `resource` is"]
+    #[doc = " alive; retain it to keep it longer), NULL for resources without an upstream."]
+    pub fn tether_resource_get_upstream(
+        resource: *mut tether_resource_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " *out = 1 if `a` and `b` are the same resource or two resources of one kind"]
+    #[doc = " that share one memory source (two host resources, two CUDA resources of one"]
+    #[doc = " device), else 0. For comparison only: memory is freed into the resource that"]
+    #[doc = " allocated it (see tether_resource_deallocate())."]
+    pub fn tether_resource_is_equal(
+        a: *mut tether_resource_t,
+        b: *mut tether_resource_t,
+        out: *mut ::std::os::raw::c_int,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Give memory the resource holds but does not use back to its upstream (a pool"]
+    #[doc = " returns its wholly free chunks; an async resource trims its CUDA pool)."]
+    #[doc = " A no-op (TETHER_OK) for resources that hold nothing."]
+    pub fn tether_resource_trim(resource: *mut tether_resource_t) -> tether_status_t;
+}
 #[doc = " Options of tether_pool_resource_create(). Initialise with TETHER_POOL_OPTIONS_INIT."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -315,6 +404,160 @@ extern "C" {
     pub fn tether_pool_options_init(
         options: *mut tether_pool_options_t,
         struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_pool_info {
+    pub struct_size: u32,
+    #[doc = " Bytes the pool holds from its upstream."]
+    pub pool_size: u64,
+    #[doc = " Bytes of pool_size not allocated to anyone."]
+    pub free_bytes: u64,
+    #[doc = " The largest block that could be handed out without growing."]
+    pub largest_free_block: u64,
+    #[doc = " Chunks held from upstream."]
+    pub chunk_count: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_pool_info() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_pool_info>(),
+        40usize,
+        concat!("Size of: ", stringify!(tether_pool_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_pool_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_pool_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_pool_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(pool_size)
+            )
+        );
+    }
+    test_field_pool_size();
+    fn test_field_free_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(free_bytes)
+            )
+        );
+    }
+    test_field_free_bytes();
+    fn test_field_largest_free_block() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).largest_free_block) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(largest_free_block)
+            )
+        );
+    }
+    test_field_largest_free_block();
+    fn test_field_chunk_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).chunk_count) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(chunk_count)
+            )
+        );
+    }
+    test_field_chunk_count();
+}
+#[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
+pub type tether_pool_info_t = tether_pool_info;
+extern "C" {
+    #[doc = " A coalescing pool over `upstream` (not taken: the pool retains it itself)."]
+    #[doc = " options may be NULL for the defaults. Allocations are carved from chunks"]
+    #[doc = " obtained from upstream (at least growth_size each, at most maximum_size in"]
+    #[doc = " all); tether_resource_trim() gives wholly free chunks back."]
+    #[doc = ""]
+    #[doc = " When upstream is a CUDA resource the pool is stream-ordered. A block freed"]
+    #[doc = " on stream A is reused on A at once. A request on stream B that B's own free"]
+    #[doc = " blocks cannot serve is served, in this order, by: memory no stream has used"]
+    #[doc = " yet (no wait); a block another stream A freed and has covered by an event"]
+    #[doc = " recorded after the free - B then waits on that event (cuStreamWaitEvent:"]
+    #[doc = " the host does not block, and A's handle is never used again, since A may"]
+    #[doc = " have been destroyed meanwhile); growing from upstream; and only when growing"]
+    #[doc = " fails, every stream's free memory - B waits on each stream's event, or"]
+    #[doc = " synchronises the whole device once if some of those frees are not covered"]
+    #[doc = " by an event yet - and finally wholly free chunks given back and exactly the"]
+    #[doc = " needed size asked for. A stream records its event every 64 frees, or at its"]
+    #[doc = " next free once another stream asked for its memory; a pool with a"]
+    #[doc = " maximum_size, and any pool after it first ran out of memory, records at"]
+    #[doc = " every free. trim() and the pool's destruction make stream 0 wait on every"]
+    #[doc = " stream's event (synchronising the whole device once only if some frees are"]
+    #[doc = " not covered by an event yet) and give chunks back on stream 0."]
+    #[doc = ""]
+    #[doc = " Errors: INVALID_HANDLE if upstream is NULL or stale; INVALID_ARGUMENT if"]
+    #[doc = " initial_size > maximum_size, or maximum_size is between 1 and 255 (below"]
+    #[doc = " the pool's 256-byte granule: such a pool could never allocate);"]
+    #[doc = " OUT_OF_MEMORY if initial_size cannot be obtained. out: receives +1."]
+    pub fn tether_pool_resource_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_pool_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " What a pool holds; NOT_SUPPORTED for other resources."]
+    pub fn tether_resource_get_pool_info(
+        resource: *mut tether_resource_t,
+        out: *mut tether_pool_info_t,
     ) -> tether_status_t;
 }
 #[doc = " Counters kept by a statistics adaptor. Initialise struct_size (TETHER_STATISTICS_INIT)."]
@@ -469,142 +712,6 @@ fn bindgen_test_layout_tether_statistics() {
 }
 #[doc = " Counters kept by a statistics adaptor. Initialise struct_size (TETHER_STATISTICS_INIT)."]
 pub type tether_statistics_t = tether_statistics;
-#[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct tether_pool_info {
-    pub struct_size: u32,
-    #[doc = " Bytes the pool holds from its upstream."]
-    pub pool_size: u64,
-    #[doc = " Bytes of pool_size not allocated to anyone."]
-    pub free_bytes: u64,
-    #[doc = " The largest block that could be handed out without growing."]
-    pub largest_free_block: u64,
-    #[doc = " Chunks held from upstream."]
-    pub chunk_count: u64,
-}
-#[test]
-fn bindgen_test_layout_tether_pool_info() {
-    assert_eq!(
-        ::std::mem::size_of::<tether_pool_info>(),
-        40usize,
-        concat!("Size of: ", stringify!(tether_pool_info))
-    );
-    assert_eq!(
-        ::std::mem::align_of::<tether_pool_info>(),
-        8usize,
-        concat!("Alignment of ", stringify!(tether_pool_info))
-    );
-    fn test_field_struct_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
-            },
-            0usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(tether_pool_info),
-                "::",
-                stringify!(struct_size)
-            )
-        );
-    }
-    test_field_struct_size();
-    fn test_field_pool_size() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).pool_size) as usize - ptr as usize
-            },
-            8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(tether_pool_info),
-                "::",
-                stringify!(pool_size)
-            )
-        );
-    }
-    test_field_pool_size();
-    fn test_field_free_bytes() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).free_bytes) as usize - ptr as usize
-            },
-            16usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(tether_pool_info),
-                "::",
-                stringify!(free_bytes)
-            )
-        );
-    }
-    test_field_free_bytes();
-    fn test_field_largest_free_block() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).largest_free_block) as usize - ptr as usize
-            },
-            24usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(tether_pool_info),
-                "::",
-                stringify!(largest_free_block)
-            )
-        );
-    }
-    test_field_largest_free_block();
-    fn test_field_chunk_count() {
-        assert_eq!(
-            unsafe {
-                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
-                let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).chunk_count) as usize - ptr as usize
-            },
-            32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(tether_pool_info),
-                "::",
-                stringify!(chunk_count)
-            )
-        );
-    }
-    test_field_chunk_count();
-}
-#[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
-pub type tether_pool_info_t = tether_pool_info;
-extern "C" {
-    #[doc = " A resource of aligned host allocations from the C heap."]
-    #[doc = " out: receives +1. It detects frees of memory that it did not allocate."]
-    pub fn tether_host_resource_create(out: *mut *mut tether_resource_t) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " A coalescing pool over `upstream` (not taken: the pool retains it itself)."]
-    #[doc = " options may be NULL for the defaults. Allocations are carved from chunks"]
-    #[doc = " obtained from upstream; tether_resource_trim() gives wholly free chunks back."]
-    #[doc = " When upstream is a CUDA resource the pool is stream-ordered: a block freed on"]
-    #[doc = " stream A is reused on A at once; another stream gets it only when its own"]
-    #[doc = " blocks and growing cannot serve it, and then only after waiting for all work"]
-    #[doc = " on the device (A may have been destroyed meanwhile: its handle is never used"]
-    #[doc = " again). trim() and the pool's destruction wait for the device the same way."]
-    #[doc = " Errors: INVALID_ARGUMENT if initial_size > maximum_size; OUT_OF_MEMORY if"]
-    #[doc = " initial_size cannot be obtained. out: receives +1."]
-    pub fn tether_pool_resource_create(
-        upstream: *mut tether_resource_t,
-        options: *const tether_pool_options_t,
-        out: *mut *mut tether_resource_t,
-    ) -> tether_status_t;
-}
 extern "C" {
     #[doc = " An adaptor that forwards to `upstream` (retained by the adaptor) and counts"]
     #[doc = " bytes and allocations; read them with tether_resource_get_statistics()."]
@@ -612,84 +719,6 @@ extern "C" {
     pub fn tether_statistics_adaptor_create(
         upstream: *mut tether_resource_t,
         out: *mut *mut tether_resource_t,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Add one reference. INVALID_HANDLE if `resource` is NULL or stale. Touches no error state."]
-    pub fn tether_resource_retain(resource: *mut tether_resource_t) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Drop one reference; the last one makes the handle stale. NULL is a no-op (TETHER_OK)."]
-    #[doc = " INVALID_HANDLE for a stale handle. Touches no error state."]
-    pub fn tether_resource_release(resource: *mut tether_resource_t) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Allocate `size` bytes aligned to `alignment` (a power of two; 0 means"]
-    #[doc = " TETHER_DEFAULT_ALIGNMENT), ordered on `stream`. *out_ptr receives the memory,"]
-    #[doc = " owned by the caller until given back with tether_resource_deallocate() on the"]
-    #[doc = " same resource with the same size and alignment. size 0 gives *out_ptr = NULL."]
-    #[doc = " Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL out_ptr, bad alignment),"]
-    #[doc = " OUT_OF_MEMORY (*out_ptr is then NULL)."]
-    pub fn tether_resource_allocate(
-        resource: *mut tether_resource_t,
-        size: usize,
-        alignment: usize,
-        stream: tether_stream_t,
-        out_ptr: *mut *mut ::std::os::raw::c_void,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Give back memory from tether_resource_allocate() of this resource. The memory"]
-    #[doc = " may be reused by work ordered after `stream`. NULL with size 0 is a no-op."]
-    #[doc = " A resource accepts only memory it handed out itself to the caller: not"]
-    #[doc = " another resource's (not even an equal one's - tether_resource_is_equal() is"]
-    #[doc = " for comparison; free into the resource you allocated from), not memory that"]
-    #[doc = " came through an adaptor or pool over it (a pool's chunk), not memory of its"]
-    #[doc = " upstream freed through an adaptor, not a pointer already freed."]
-    #[doc = " Errors: INVALID_HANDLE; INVALID_ARGUMENT, naming the pointer, for any of"]
-    #[doc = " those and for a size or alignment that differs from the allocation: the"]
-    #[doc = " memory is then left untouched (never read) and no resource's counters"]
-    #[doc = " change. Host, pool and statistics resources check every free; CUDA"]
-    #[doc = " resources of one kind and device share one table of allocations, so they"]
-    #[doc = " accept each other's caller allocations."]
-    pub fn tether_resource_deallocate(
-        resource: *mut tether_resource_t,
-        ptr: *mut ::std::os::raw::c_void,
-        size: usize,
-        alignment: usize,
-        stream: tether_stream_t,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Fill *out (caller sets out->struct_size). INVALID_HANDLE / INVALID_ARGUMENT."]
-    pub fn tether_resource_get_properties(
-        resource: *mut tether_resource_t,
-        out: *mut tether_resource_properties_t,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " A short name (\"host\", \"pool\", ...). Borrowed, static storage; \"\" for a stale handle."]
-    pub fn tether_resource_get_name(
-        resource: *mut tether_resource_t,
-    ) -> *const ::std::os::raw::c_char;
-}
-extern "C" {
-    #[doc = " The upstream of a pool or adaptor: *out is borrowed (valid while `resource` is"]
-    #[doc = " alive; retain it to keep it longer), NULL for resources without an upstream."]
-    pub fn tether_resource_get_upstream(
-        resource: *mut tether_resource_t,
-        out: *mut *mut tether_resource_t,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " *out = 1 if `a` and `b` are the same resource or two resources of one kind"]
-    #[doc = " that share one memory source (two host resources, two CUDA resources of one"]
-    #[doc = " device), else 0. For comparison only: memory is freed into the resource that"]
-    #[doc = " allocated it (see tether_resource_deallocate())."]
-    pub fn tether_resource_is_equal(
-        a: *mut tether_resource_t,
-        b: *mut tether_resource_t,
-        out: *mut ::std::os::raw::c_int,
     ) -> tether_status_t;
 }
 extern "C" {
@@ -704,19 +733,6 @@ extern "C" {
     pub fn tether_resource_reset_peak_statistics(
         resource: *mut tether_resource_t,
     ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " What a pool holds; NOT_SUPPORTED for other resources."]
-    pub fn tether_resource_get_pool_info(
-        resource: *mut tether_resource_t,
-        out: *mut tether_pool_info_t,
-    ) -> tether_status_t;
-}
-extern "C" {
-    #[doc = " Give memory the resource holds but does not use back to its upstream (a pool"]
-    #[doc = " returns its wholly free chunks; an async resource trims its CUDA pool)."]
-    #[doc = " A no-op (TETHER_OK) for resources that hold nothing."]
-    pub fn tether_resource_trim(resource: *mut tether_resource_t) -> tether_status_t;
 }
 #[doc = " What a buffer is. Initialise struct_size (TETHER_BUFFER_INFO_INIT)."]
 #[repr(C)]
