@@ -93,6 +93,27 @@ if [ -e "$san/libtether.so" ] && [ "${TETHER_RUST_ASAN:-1}" = 1 ]; then
 else
   say "no build/san-address/capi/libtether.so (ci/test.sh builds it): sanitizer run skipped"
 fi
+
+# 4c. tether-sys finds libtether in the documented order: TETHER_LIB_DIR, then
+# pkg-config, then the Python package (a tether.pc made here points elsewhere).
+say "tether-sys discovery order: TETHER_LIB_DIR, pkg-config, Python"
+disc=$root/rust/target/discovery
+mkdir -p "$disc/pc"
+printf 'libdir=%s\nincludedir=%s\nName: tether\nDescription: tether\nVersion: 0\nLibs: -L${libdir} -ltether\n' \
+  "$root/build/release/capi" "$root/capi/include" > "$disc/pc/tether.pc"
+found_by() {
+  env "$@" CARGO_TARGET_DIR="$disc" cargo build --offline --quiet -p tether-sys
+  sed -n 's/^cargo:found_by=//p' "$(ls -t "$disc"/debug/build/tether-sys-*/output | head -1)"
+}
+py=$root/.venv/bin/python
+got=$(found_by TETHER_LIB_DIR="$TETHER_LIB_DIR" PKG_CONFIG_PATH="$disc/pc" TETHER_PYTHON="$py")
+[ "$got" = "TETHER_LIB_DIR" ] || { echo "rust: expected TETHER_LIB_DIR to win, got '$got'" >&2; exit 1; }
+got=$(found_by -u TETHER_LIB_DIR PKG_CONFIG_PATH="$disc/pc" TETHER_PYTHON="$py")
+[ "$got" = "pkg-config" ] || { echo "rust: expected pkg-config second, got '$got'" >&2; exit 1; }
+if "$py" -c "import tether" >/dev/null 2>&1; then
+  got=$(found_by -u TETHER_LIB_DIR PKG_CONFIG=false TETHER_PYTHON="$py")
+  [ "$got" = "python tether.get_library()" ] || { echo "rust: expected the Python package third, got '$got'" >&2; exit 1; }
+fi
 cd "$root"
 
 # 5. Rust <-> Python, against the package installed in .venv (installed here if missing).

@@ -5,6 +5,7 @@
 //! 1. `TETHER_LIB_DIR`: a directory holding `libtether.so` (headers from
 //!    `TETHER_INCLUDE_DIR`, else `$TETHER_LIB_DIR/../include` if it exists);
 //! 2. pkg-config: `pkg-config --variable=libdir tether` (and `includedir`);
+//!    `$PKG_CONFIG` names another pkg-config (`PKG_CONFIG=false` skips this step);
 //! 3. the Python package: `tether.get_library()` / `tether.get_include()`, run
 //!    with `$TETHER_PYTHON` (default `python3`). Linking that file makes Rust
 //!    share the table with Python code that imports the same package.
@@ -74,10 +75,11 @@ fn run(cmd: &mut Command) -> Option<String> {
 }
 
 fn from_pkg_config() -> Option<Found> {
-    let libdir = run(Command::new("pkg-config").args(["--variable=libdir", "tether"]))?;
+    let pkg_config = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
+    let libdir = run(Command::new(&pkg_config).args(["--variable=libdir", "tether"]))?;
     let dir = PathBuf::from(libdir.trim());
     let link_name = library_in(&dir)?;
-    let include_dir = run(Command::new("pkg-config").args(["--variable=includedir", "tether"]))
+    let include_dir = run(Command::new(&pkg_config).args(["--variable=includedir", "tether"]))
         .map(|s| PathBuf::from(s.trim()))
         .filter(|p| !p.as_os_str().is_empty());
     Some(Found {
@@ -113,6 +115,7 @@ fn main() {
         "TETHER_INCLUDE_DIR",
         "TETHER_PYTHON",
         "PKG_CONFIG_PATH",
+        "PKG_CONFIG",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }

@@ -44,6 +44,7 @@ def xlang_cdylib() -> Path:
     target = RUST / "target" / "xlang-python"
     env = {k: v for k, v in os.environ.items() if k not in ("TETHER_LIB_DIR", "TETHER_INCLUDE_DIR")}
     env["TETHER_PYTHON"] = sys.executable
+    env["PKG_CONFIG"] = "false"  # a tether.pc elsewhere on the machine must not win over this package
     env["CARGO_TARGET_DIR"] = str(target)
     proc = subprocess.run([cargo, "build", "--offline", "--quiet", "-p", "tether-xlang-python"],
                           cwd=RUST, env=env, capture_output=True, text=True, timeout=600)
