@@ -30,6 +30,26 @@ pub enum ResourceKind {
     Managed,
     /// Page-locked host memory, device-accessible.
     PinnedHost,
+    /// An arena suballocator (kind 8).
+    Arena,
+    /// A binning suballocator (kind 9).
+    Binning,
+    /// A fixed-size block suballocator (kind 10).
+    FixedSize,
+    /// An adaptor that limits the bytes allocated through it (kind 11).
+    Limiting,
+    /// An adaptor that tracks every outstanding allocation (kind 12).
+    Tracking,
+    /// An adaptor that logs allocations (kind 13).
+    Logging,
+    /// An adaptor that calls back when an allocation fails (kind 14).
+    FailureCallback,
+    /// An adaptor that aligns allocations (kind 15).
+    Aligned,
+    /// An adaptor that prefetches managed memory (kind 16).
+    Prefetch,
+    /// A resource whose allocation functions are user callbacks (kind 17).
+    Callback,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -45,6 +65,18 @@ impl ResourceKind {
             sys::TETHER_RESOURCE_KIND_ASYNC => ResourceKind::Async,
             sys::TETHER_RESOURCE_KIND_MANAGED => ResourceKind::Managed,
             sys::TETHER_RESOURCE_KIND_PINNED_HOST => ResourceKind::PinnedHost,
+            // The catalogue's values, fixed by the project's conventions before
+            // every header declares them (they are never renumbered).
+            8 => ResourceKind::Arena,
+            9 => ResourceKind::Binning,
+            10 => ResourceKind::FixedSize,
+            11 => ResourceKind::Limiting,
+            12 => ResourceKind::Tracking,
+            13 => ResourceKind::Logging,
+            14 => ResourceKind::FailureCallback,
+            15 => ResourceKind::Aligned,
+            16 => ResourceKind::Prefetch,
+            17 => ResourceKind::Callback,
             other => ResourceKind::Other(other),
         }
     }

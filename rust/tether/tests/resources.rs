@@ -221,3 +221,25 @@ fn an_error_keeps_its_own_message_whatever_fails_later_or_elsewhere() {
     assert!(second.message().contains("alignment"), "{second}");
     assert_ne!(other.message(), second.message());
 }
+
+#[test]
+fn every_kind_value_maps_to_its_variant_and_unknown_ones_are_kept() {
+    use tether::sys;
+    let known = [
+        (sys::TETHER_RESOURCE_KIND_HOST, ResourceKind::Host),
+        (sys::TETHER_RESOURCE_KIND_POOL, ResourceKind::Pool),
+        (sys::TETHER_RESOURCE_KIND_STATISTICS, ResourceKind::Statistics),
+        (sys::TETHER_RESOURCE_KIND_CUDA, ResourceKind::Cuda),
+        (sys::TETHER_RESOURCE_KIND_ASYNC, ResourceKind::Async),
+        (sys::TETHER_RESOURCE_KIND_MANAGED, ResourceKind::Managed),
+        (sys::TETHER_RESOURCE_KIND_PINNED_HOST, ResourceKind::PinnedHost),
+        (8, ResourceKind::Arena),
+        (11, ResourceKind::Limiting),
+        (17, ResourceKind::Callback),
+    ];
+    for (raw, kind) in known {
+        assert_eq!(ResourceKind::from_raw(raw), kind);
+    }
+    assert_eq!(ResourceKind::from_raw(1000), ResourceKind::Other(1000));
+    assert_eq!(tether::ErrorKind::from_code(77), tether::ErrorKind::Other(77));
+}
