@@ -3,7 +3,8 @@
 # C ABI, header, symbol, install and example tests (ctest), the same C/C++ tests
 # under AddressSanitizer+UBSan and under ThreadSanitizer, a bounded libFuzzer run
 # over the C ABI, the ABI check against abi/libtether.abi, the Python package and
-# its tests (pytest), and the docs (Sphinx, warnings as errors). The fault-injection
+# its tests (pytest), the Rust frontend (ci/rust.sh), and the docs (Sphinx,
+# warnings as errors). The fault-injection
 # sweep (tests/fault) runs inside the Release ctest.
 # GPU tests skip with a reason when there is no device (ci/gpu.sh runs them on one).
 set -euo pipefail
@@ -38,6 +39,9 @@ ci/abi.sh
 step "Python package (pip install .) and pytest"
 python -m pip install -q --no-build-isolation .
 python -m pytest tests/python -q -ra
+
+step "Rust frontend (cargo test, bindings check, rustdoc, clippy, Rust<->C++ and Rust<->Python)"
+ci/rust.sh
 
 if [ -x ci/docs.sh ]; then
   step "docs (sphinx -W)"
