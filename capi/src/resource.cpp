@@ -4,6 +4,7 @@
 
 #include "internal.hpp"
 #include "orphans.hpp"
+#include "spec.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 #include "tether_core/statistics.hpp"
@@ -31,9 +32,10 @@ ResourceObject::~ResourceObject() {
   if (upstream != nullptr) release_resource(upstream);
 }
 
-tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream) {
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream, std::string spec_args) {
   auto* obj = new ResourceObject;
   obj->core = std::move(core);
+  obj->spec_args = std::move(spec_args);
   if (upstream != nullptr) {
     if (retain_resource(upstream) != TETHER_OK) {
       delete obj;
@@ -117,7 +119,7 @@ TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstre
     po.initial_size = o.initial_size;
     po.maximum_size = o.maximum_size;
     po.growth_size = o.growth_size;
-    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream);
+    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream, spec::format_options("pool", &o));
   });
 }
 

@@ -18,5 +18,6 @@
 #include "tether/cuda.h"
 #include "tether/debug.h"
 #include "tether/torch.h"
+#include "tether/spec.h"
 
 #endif /* TETHER_TETHER_H */
