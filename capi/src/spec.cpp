@@ -237,18 +237,19 @@ class Parser {
   void skip() {
     while (i_ < s_.size() && is_space(s_[i_])) ++i_;
   }
-  // A run of value characters (anything but , ( ) = and quotes), trimmed; or a quoted string.
+  // A run of value characters (anything but , ( ) = and quotes), trimmed; or a
+  // string in double or single quotes.
   std::string run(std::size_t& start) {
     skip();
     start = i_;
-    if (i_ < s_.size() && s_[i_] == '"') {
-      const std::size_t close = s_.find('"', i_ + 1);
+    if (i_ < s_.size() && (s_[i_] == '"' || s_[i_] == '\'')) {
+      const std::size_t close = s_.find(s_[i_], i_ + 1);
       if (close == std::string::npos) fail_at(i_, "unterminated quote");
       std::string t = s_.substr(i_ + 1, close - i_ - 1);
       i_ = close + 1;
       return t;
     }
-    while (i_ < s_.size() && std::strchr(",()=\"", s_[i_]) == nullptr) ++i_;
+    while (i_ < s_.size() && std::strchr(",()=\"'", s_[i_]) == nullptr) ++i_;
     std::size_t end = i_;
     while (end > start && is_space(s_[end - 1])) --end;
     return s_.substr(start, end - start);

@@ -25,6 +25,7 @@ from ._resources import (HostResource, PoolInfo, PoolResource, Resource, Resourc
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
+from ._spec import from_spec
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
@@ -66,7 +67,7 @@ __all__ = [
     "Statistics", "PoolInfo",
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",
-    "Buffer",
+    "Buffer", "from_spec",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",

@@ -21,7 +21,7 @@
  * written as in Python: 4096, 64MiB, "1.5 GiB", 100MB (binary units are
  * powers of 1024, decimal ones of 1000), or a percentage of the total memory of
  * the resource's device (80%; device resources and stacks over them only).
- * Booleans: true/false/1/0. A CUDA resource without a device takes the
+ * A value may be quoted ("1.5 GiB" or '1.5 GiB'). Booleans: true/false/1/0. A CUDA resource without a device takes the
  * calling thread's current device, or the slot's device when built for the
  * current-resource table (below). The full grammar and every resource's
  * parameters: docs/specs.rst.
