@@ -160,7 +160,7 @@ class PyPackage:
                 elif isinstance(node, ast.FunctionDef) and mod_name in ("__init__", "debug"):
                     key = node.name if mod_name == "__init__" else f"debug.{node.name}"
                     self.functions[key] = node
-        for mod_name in ("_resources", "_cuda", "_current", "_buffer", "_convert", "_errors"):
+        for mod_name in ("_resources", "_cuda", "_current", "_buffer", "_convert", "_errors", "_spec"):
             for node in self.modules.get(mod_name, ast.Module(body=[])).body:
                 if isinstance(node, ast.FunctionDef):
                     self.functions.setdefault(node.name, node)

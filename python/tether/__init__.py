@@ -58,6 +58,11 @@ def get_library() -> str:
     return library_path()
 
 
+# TETHER_HOOKS=torch,cupy,numba: the hooks the environment opts into (none without it).
+from ._env_hooks import install_from_environment as _install_hooks_from_environment
+
+_install_hooks_from_environment()
+
 __all__ = [
     "__version__", "abi_version", "get_include", "get_cmake_dir", "get_library",
     "HOST", "CURRENT_DEVICE", "parse_size",

@@ -111,3 +111,56 @@ def test_a_bad_environment_spec_fails_every_get_and_is_reported_once(run_python)
     assert all("TETHER_RESOURCE_HOST='pool(host, initial=1)'" in x and "spec:12" in x for x in lines[:3])
     assert lines[3] == "after set: host"
     assert p.stderr.count("tether: TETHER_RESOURCE_HOST=") == 1  # reported once
+
+
+# ---- TETHER_HOOKS ---------------------------------------------------------------------
+
+def test_hooks_variable_parsing():
+    from tether._env_hooks import requested
+    assert requested(None) == [] and requested("") == [] and requested(" , ") == []
+    assert requested(" Torch, cupy ,torch,numba") == ["torch", "cupy", "numba"]
+    with pytest.raises(ValueError, match="unknown hook 'jax'"):
+        requested("torch,jax")
+
+
+@pytest.mark.no_census
+def test_import_without_the_variable_installs_nothing(run_python):
+    p = run_python("import sys, tether; print(sorted(m for m in sys.modules if m in ('torch', 'cupy', 'numba', 'tether.torch', 'tether.cupy', 'tether.numba')))",
+                   env={"TETHER_HOOKS": ""})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+@pytest.mark.no_census
+def test_an_unknown_hook_fails_the_import(run_python):
+    p = run_python("import tether", env={"TETHER_HOOKS": "torch,jax"})
+    assert p.returncode != 0
+    assert "unknown hook 'jax'" in p.stderr
+
+
+@pytest.mark.no_census
+def test_a_hook_whose_library_is_missing_fails_the_import_naming_the_variable(run_python):
+    code = "import sys; sys.modules['cupy'] = None\nimport tether"
+    p = run_python(code, env={"TETHER_HOOKS": "cupy"})
+    assert p.returncode != 0
+    assert "TETHER_HOOKS='cupy': cannot enable the cupy hook" in p.stderr
+    assert "ImportError" in p.stderr or "ModuleNotFoundError" in p.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.no_census
+def test_environment_configures_torch_and_cupy_through_the_table(run_python):
+    pytest.importorskip("torch")
+    pytest.importorskip("cupy")
+    code = textwrap.dedent("""
+        import tether, torch, cupy
+        r = tether.get_current_resource(0)
+        print(r.spec.split('(')[0], r.upstream.spec.split('(')[0])
+        t = torch.empty(1 << 20, device="cuda")
+        a = cupy.empty(1 << 20, dtype=cupy.uint8)
+        print(tether.torch.stats().outstanding_bytes >= (4 << 20), r.statistics().current_bytes >= (5 << 20))
+    """)
+    p = run_python(code, env={"TETHER_RESOURCE": "statistics(pool(cuda(), initial_size=1%))",
+                              "TETHER_HOOKS": "torch,cupy"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["statistics", "pool", "True", "True"]

@@ -399,6 +399,17 @@ class resource {
   /// Swap two resources' handles.
   friend void swap(resource& a, resource& b) noexcept { a.swap(b); }
 
+  /// A spec naming this resource's whole stack (tether_resource_get_spec):
+  /// resource_from_spec(r.spec()) builds an equivalent stack.
+  std::string spec() const {
+    std::size_t n = 0;
+    check(tether_resource_get_spec(handle_, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    check(tether_resource_get_spec(handle_, s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
  private:
   explicit resource(tether_resource_t* h) noexcept : handle_(h) {}
   tether_resource_t* handle_ = nullptr;
@@ -414,6 +425,14 @@ resource make_resource(F&& create) {
   return resource::adopt(h);
 }
 }  // namespace detail
+
+/// The resource stack a spec names, e.g. "pool(cuda(), initial_size=80%)"
+/// (tether_resource_create_from_spec; grammar in tether/spec.h). Throws
+/// invalid_argument_error naming the position and token of a bad spec.
+inline resource resource_from_spec(const std::string& spec) {
+  return detail::make_resource(
+      [&](tether_resource_t** out) { return tether_resource_create_from_spec(spec.c_str(), out); });
+}
 
 /// A new resource of aligned host allocations from the C heap.
 inline resource host_resource() {
