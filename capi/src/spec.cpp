@@ -415,7 +415,9 @@ HandleRef build(const Node& n, const Context& ctx) {
       throw core::Error(e.status(), "spec:" + std::to_string(a->value.pos + 1) + ": " + param + ": " + e.what());
     }
   };
-  for (const auto& [f, a] : sets) {
+  for (const auto& set : sets) {
+    const Field* f = set.first;  // plain names: lambdas may not capture structured bindings (C++17)
+    const Arg* a = set.second;
     unsigned char* field = options + f->offset;
     switch (f->kind) {
       case Kind::Size: {
