@@ -19,5 +19,6 @@
 #include "tether/debug.h"
 #include "tether/torch.h"
 #include "tether/spec.h"
+#include "tether/replay.h"
 
 #endif /* TETHER_TETHER_H */
