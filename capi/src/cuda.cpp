@@ -1,5 +1,8 @@
 // The C ABI of tether/cuda.h: device queries and the CUDA resources.
+#include <string>
+
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/cuda.hpp"
 
 namespace tether::capi {
@@ -56,6 +59,16 @@ TETHER_API tether_status_t tether_cuda_get_current_device(int* out) {
   });
 }
 
+TETHER_API tether_status_t tether_cuda_get_memory_info(int device, size_t* out_free, size_t* out_total) {
+  return guard("tether_cuda_get_memory_info", [&] {
+    require_out(out_free, "out_free");
+    require_out(out_total, "out_total");
+    *out_free = 0;
+    *out_total = 0;
+    core::cuda::memory_info(cuda_device(device), out_free, out_total);
+  });
+}
+
 TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream) {
   return guard("tether_cuda_stream_synchronize",
                [&] { core::cuda::stream_synchronize(cuda_device(device), stream); });
@@ -65,7 +78,8 @@ TETHER_API tether_status_t tether_cuda_resource_create(int device, tether_resour
   return guard("tether_cuda_resource_create", [&] {
     require_out(out);
     *out = nullptr;
-    *out = make_resource_handle(core::cuda::make_cuda_resource(cuda_device(device)), nullptr);
+    const int d = cuda_device(device);
+    *out = make_resource_handle(core::cuda::make_cuda_resource(d), nullptr, "device=" + std::to_string(d));
   });
 }
 
@@ -81,7 +95,11 @@ TETHER_API tether_status_t tether_async_resource_create(int device, const tether
     co.release_threshold = o.release_threshold;
     co.maximum_pool_size = o.maximum_pool_size;
     co.ipc_handle_type = o.ipc_handle_type;
-    *out = make_resource_handle(core::cuda::make_async_resource(cuda_device(device), co), nullptr);
+    const int d = cuda_device(device);
+    std::string args = "device=" + std::to_string(d);
+    const std::string opts = spec::format_options("async", &o);
+    if (!opts.empty()) args += ", " + opts;
+    *out = make_resource_handle(core::cuda::make_async_resource(d, co), nullptr, std::move(args));
   });
 }
 
@@ -89,7 +107,8 @@ TETHER_API tether_status_t tether_managed_resource_create(int device, tether_res
   return guard("tether_managed_resource_create", [&] {
     require_out(out);
     *out = nullptr;
-    *out = make_resource_handle(core::cuda::make_managed_resource(cuda_device(device)), nullptr);
+    const int d = cuda_device(device);
+    *out = make_resource_handle(core::cuda::make_managed_resource(d), nullptr, "device=" + std::to_string(d));
   });
 }
 
@@ -97,7 +116,8 @@ TETHER_API tether_status_t tether_pinned_host_resource_create(int device, tether
   return guard("tether_pinned_host_resource_create", [&] {
     require_out(out);
     *out = nullptr;
-    *out = make_resource_handle(core::cuda::make_pinned_host_resource(cuda_device(device)), nullptr);
+    const int d = cuda_device(device);
+    *out = make_resource_handle(core::cuda::make_pinned_host_resource(d), nullptr, "device=" + std::to_string(d));
   });
 }
 

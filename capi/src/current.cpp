@@ -2,6 +2,7 @@
 #include <string>
 
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/cuda.hpp"
 #include "tether_core/current_table.hpp"
 #include "tether_core/host.hpp"
@@ -12,6 +13,9 @@ namespace {
 using Table = core::CurrentTable<HandleRef>;
 
 HandleRef make_default(int slot) {
+  // A spec in the environment (TETHER_RESOURCE_HOST / _<N> / TETHER_RESOURCE)
+  // names the default; it is read here, at the slot's first get, never at load.
+  if (HandleRef from_env = spec::default_from_environment(slot == Table::kHostSlot ? -1 : slot)) return from_env;
   core::ResourcePtr r = slot == Table::kHostSlot ? core::make_host_resource()
                                                  : core::cuda::make_cuda_resource(slot);
   return HandleRef::adopt(make_resource_handle(std::move(r), nullptr));

@@ -127,6 +127,9 @@ struct ResourceObject : Object {
   // The upstream's handle (retained by this object) so get_upstream keeps
   // handle identity; nullptr for leaf resources.
   tether_resource_t* upstream = nullptr;
+  // The arguments that name this resource in a spec besides its upstream
+  // ("device=0, initial_size=64MiB"): what tether_resource_get_spec() writes.
+  std::string spec_args;
   // If the last handle goes while callers still hold raw allocations of the
   // core resource (Resource::caller_outstanding_count(): a dependent's chunks
   // do not count), the core resource is kept as an orphan (see tether/debug.h)
@@ -169,7 +172,8 @@ std::uint64_t retired_slots() noexcept;
 
 // A new resource handle owning `core`; `upstream` (may be NULL) is retained by
 // the new object. Returns +1. Throws on failure (nothing is leaked).
-tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream);
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream,
+                                        std::string spec_args = {});
 
 // A temporary reference to a live object, for the duration of one call and
 // on one thread (a registry borrow): acquiring fails (throws

@@ -1,5 +1,6 @@
 // C glue of tether/pool.h: options, creation and pool_info of the pool resource.
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/pool.hpp"
 
 namespace {
@@ -28,7 +29,7 @@ TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstre
     po.initial_size = o.initial_size;
     po.maximum_size = o.maximum_size;
     po.growth_size = o.growth_size;
-    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream);
+    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream, spec::format_options("pool", &o));
   });
 }
 

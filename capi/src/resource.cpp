@@ -30,9 +30,10 @@ ResourceObject::~ResourceObject() {
   if (upstream != nullptr) release_resource(upstream);
 }
 
-tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream) {
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream, std::string spec_args) {
   auto* obj = new ResourceObject;
   obj->core = std::move(core);
+  obj->spec_args = std::move(spec_args);
   if (upstream != nullptr) {
     if (retain_resource(upstream) != TETHER_OK) {
       delete obj;

@@ -495,6 +495,12 @@ ResourcePtr make_async_resource(int device, const AsyncOptions& o) {
   }
 }
 
+void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) {
+  check_device(device);
+  ScopedContext ctx(device);
+  check(driver().MemGetInfo(free_bytes, total_bytes), "cuMemGetInfo", device);
+}
+
 ResourcePtr make_managed_resource(int device) {
   check_device(device);
   if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "managed memory"))

@@ -26,6 +26,7 @@ from ._resources import (HostResource, PoolInfo, PoolResource, Resource, Resourc
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
+from ._spec import from_spec
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
@@ -58,6 +59,11 @@ def get_library() -> str:
     return library_path()
 
 
+# TETHER_HOOKS=torch,cupy,numba: the hooks the environment opts into (none without it).
+from ._env_hooks import install_from_environment as _install_hooks_from_environment
+
+_install_hooks_from_environment()
+
 __all__ = [
     "__version__", "abi_version", "get_include", "get_cmake_dir", "get_library",
     "HOST", "CURRENT_DEVICE", "parse_size",
@@ -68,7 +74,7 @@ __all__ = [
     "Statistics", "PoolInfo",
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",
-    "Buffer",
+    "Buffer", "from_spec",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",

@@ -255,6 +255,26 @@ class Resource(Handle):
         return ffi.string(lib.tether_resource_get_name(self._live())).decode("utf-8", "replace")
 
     @property
+    def spec(self) -> str:
+        """A spec naming this resource's whole stack (``tether.from_spec(r.spec)`` rebuilds it).
+
+        ``str(resource)`` gives the same text.
+        """
+        from ._spec import spec_of
+        h = self._live()
+        try:
+            return spec_of(h)
+        except BaseException:
+            if self._h is None:
+                raise closed_error(self) from None
+            raise
+
+    def __str__(self) -> str:
+        if getattr(self, "_h", None) is None:
+            return repr(self)
+        return self.spec
+
+    @property
     def upstream(self) -> "Resource | None":
         """The resource this one draws from (a new wrapper with its own reference), or None."""
         out = ffi.new("tether_resource_t**")

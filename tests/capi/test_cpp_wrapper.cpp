@@ -424,4 +424,19 @@ TEST_F(Wrapper, Versions) {
                                           std::to_string(TETHER_VERSION_PATCH)).c_str());
 }
 
+TEST_F(Wrapper, SpecsBuildAndDescribeStacks) {
+  tether::resource r = tether::resource_from_spec("statistics(pool(host, initial_size=1MiB))");
+  EXPECT_EQ(r.spec(), "statistics(pool(host, initial_size=1MiB))");
+  EXPECT_EQ(tether::resource_from_spec(r.spec()).spec(), r.spec());
+  tether::resource pool = tether::pool_resource(tether::host_resource(), {0, 3 << 20, 0});
+  EXPECT_EQ(pool.spec(), "pool(host, maximum_size=3MiB)");
+  try {
+    tether::resource_from_spec("pool(host, initial=1)");
+    ADD_FAILURE() << "a bad spec was accepted";
+  } catch (const tether::invalid_argument_error& e) {
+    EXPECT_NE(std::string(e.what()).find("spec:12: unknown parameter 'initial' of pool"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tether::resource().spec(), tether::invalid_handle_error);
+}
+
 }  // namespace

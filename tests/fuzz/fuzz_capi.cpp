@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tether/tether.h"
@@ -875,11 +876,52 @@ void op_cross(Input& in) {
   check_tag(r);
 }
 
+// A resource spec assembled from tokens (a byte with the high bit set is itself a
+// character): tether_resource_create_from_spec() either builds the stack -
+// whose spec then rebuilds an identical one - or fails with a status a spec may
+// give; whatever it built is released again and the census is unchanged.
+void op_spec(Input& in) {
+  static const char* const kTokens[] = {
+      "pool(", "statistics(", "host", "cuda(", "async(", "managed(", "pinned_host(", ")", ",", "(", "=",
+      "initial_size=", "maximum_size=", "growth_size=", "upstream=", "device=", "initial_pool_size=",
+      "use_default_pool=", "64MiB", "1GiB", "4096", "1.5", "%", "KiB", "true", "'", "\"", " ", "0", "1", "x"};
+  constexpr unsigned kTokenCount = sizeof kTokens / sizeof kTokens[0];
+  std::string spec;
+  const unsigned n = in.u8() % 48;
+  for (unsigned i = 0; i < n && !in.empty(); ++i) {
+    const uint8_t b = in.u8();
+    if (b & 0x80) spec += static_cast<char>(b & 0x7f ? b & 0x7f : ' ');
+    else spec += kTokens[b % kTokenCount];
+  }
+  const size_t before = tether_debug_live_objects(TETHER_OBJECT_RESOURCE);
+  tether_resource_t* r = reinterpret_cast<tether_resource_t*>(&r);
+  const tether_status_t st = tether_resource_create_from_spec(spec.c_str(), &r);
+  if (st != TETHER_OK) {
+    FUZZ_CHECK(r == nullptr);
+    FUZZ_CHECK(st == TETHER_ERROR_INVALID_ARGUMENT || st == TETHER_ERROR_OUT_OF_MEMORY ||
+               st == TETHER_ERROR_NO_DEVICE || st == TETHER_ERROR_NOT_SUPPORTED);
+    FUZZ_CHECK(std::strlen(tether_last_error_message()) > 0);
+  } else {
+    size_t len = 0;
+    EXPECT_STATUS(TETHER_OK, tether_resource_get_spec(r, nullptr, 0, &len));
+    std::vector<char> first(len + 1), second(len + 1);
+    EXPECT_STATUS(TETHER_OK, tether_resource_get_spec(r, first.data(), first.size(), &len));
+    tether_resource_t* again = nullptr;
+    EXPECT_STATUS(TETHER_OK, tether_resource_create_from_spec(first.data(), &again));
+    size_t len2 = 0;
+    EXPECT_STATUS(TETHER_OK, tether_resource_get_spec(again, second.data(), second.size(), &len2));
+    FUZZ_CHECK(len2 == len && std::memcmp(first.data(), second.data(), len) == 0);
+    EXPECT_STATUS(TETHER_OK, tether_resource_release(again));
+    EXPECT_STATUS(TETHER_OK, tether_resource_release(r));
+  }
+  FUZZ_CHECK(tether_debug_live_objects(TETHER_OBJECT_RESOURCE) == before);
+}
+
 // ---- one input ---------------------------------------------------------------------
 enum Op {
   OP_HOST, OP_POOL, OP_STATS, OP_RETAIN, OP_RELEASE, OP_ALLOC, OP_FREE, OP_BUF_CREATE, OP_BUF_REF,
   OP_BUF_RESIZE, OP_BUF_WRITE, OP_BUF_READ, OP_BUF_COPY, OP_GET, OP_SET, OP_SET_IF_UNSET, OP_PUSH,
-  OP_POP, OP_LOCK, OP_QUERY, OP_FORGED, OP_STALE, OP_FOREIGN, OP_DOUBLE, OP_CROSS, kOpCount
+  OP_POP, OP_LOCK, OP_QUERY, OP_FORGED, OP_STALE, OP_FOREIGN, OP_DOUBLE, OP_CROSS, OP_SPEC, kOpCount
 };
 
 void run_op(uint8_t op, Input& in) {
@@ -909,7 +951,8 @@ void run_op(uint8_t op, Input& in) {
     case OP_STALE: op_stale(in); break;
     case OP_FOREIGN: op_foreign(in); break;
     case OP_DOUBLE: op_double(in); break;
-    default: op_cross(in); break;
+    case OP_CROSS: op_cross(in); break;
+    default: op_spec(in); break;
   }
 }
 

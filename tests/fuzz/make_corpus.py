@@ -13,7 +13,7 @@ import struct
 
 OPS = ["HOST", "POOL", "STATS", "RETAIN", "RELEASE", "ALLOC", "FREE", "BUF_CREATE", "BUF_REF",
        "BUF_RESIZE", "BUF_WRITE", "BUF_READ", "BUF_COPY", "GET", "SET", "SET_IF_UNSET", "PUSH",
-       "POP", "LOCK", "QUERY", "FORGED", "STALE", "FOREIGN", "DOUBLE", "CROSS"]
+       "POP", "LOCK", "QUERY", "FORGED", "STALE", "FOREIGN", "DOUBLE", "CROSS", "SPEC"]
 OP = {name: i for i, name in enumerate(OPS)}
 
 
@@ -94,6 +94,9 @@ SEEDS = {
     "cross-stats-upstream": [host, stats, alloc(0, 64), ("CROSS", 0, 1), alloc(1, 64), ("CROSS", 1, 0)],
     "cross-pool-chunk-into-upstream": [host, ("POOL", 0, 0x01, 16), alloc(1, 0x4000 | 4096), ("CROSS", 0, 0)],
     "cross-pool-over-pool": [host, pool, ("POOL", 1, 0x00), alloc(2, 64), ("CROSS", 0, 1)],
+    # SPEC: a token count, then token indices (kTokens in fuzz_capi.cpp) or 0x80|char
+    "spec-stack": [("SPEC", 8, 1, 0, 2, 8, 11, 18, 7, 7)],            # statistics(pool(host,initial_size=64MiB))
+    "spec-errors": [("SPEC", 5, 0, 2, 8, 22, 7), ("SPEC", 3, 0, 0x80 | ord("h"), 7), ("SPEC", 2, 3, 7)],
 }
 
 

@@ -51,6 +51,13 @@ TETHER_API tether_status_t tether_cuda_get_driver_version(int* out);
 /** *out = the calling thread's current device: its current context's device, else 0. */
 TETHER_API tether_status_t tether_cuda_get_current_device(int* out);
 
+/**
+ * Free and total memory of `device` (an id or TETHER_DEVICE_CURRENT), in bytes,
+ * as cuMemGetInfo reports them in its primary context. Both out-pointers are
+ * required. Errors: NO_DEVICE, INVALID_ARGUMENT (bad id, NULL out).
+ */
+TETHER_API tether_status_t tether_cuda_get_memory_info(int device, size_t* out_free, size_t* out_total);
+
 /** Wait until all work on `stream` (of `device`'s primary context) is done. */
 TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream);
 

@@ -20,5 +20,7 @@
 #include "tether/cuda.h"
 #include "tether/debug.h"
 #include "tether/torch.h"
+#include "tether/spec.h"
+#include "tether/replay.h"
 
 #endif /* TETHER_TETHER_H */

@@ -44,5 +44,6 @@
 #include "tether/cpp/current.hpp"
 #include "tether/cpp/debug.hpp"
 #include "tether/cpp/properties.hpp"
+#include "tether/cpp/spec.hpp"
 
 #endif  // TETHER_TETHER_HPP

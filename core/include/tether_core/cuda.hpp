@@ -39,6 +39,8 @@ int driver_version();
 int current_device();
 // Throws INVALID_ARGUMENT if device is not in [0, device_count()), NO_DEVICE if none.
 void check_device(int device);
+// Free and total bytes of `device` (cuMemGetInfo in its primary context). Throws NO_DEVICE, CUDA.
+void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
 // Wait for all work on `stream` (stream 0: the legacy default stream of device's primary context).
 void stream_synchronize(int device, stream_t stream);
 

@@ -5,6 +5,7 @@
 #define TETHER_CPP_RESOURCE_HPP
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -190,6 +191,17 @@ class resource : public detail::handle<resource, detail::resource_traits> {
   }
   /// !(a == b).
   friend bool operator!=(const resource& a, const resource& b) noexcept { return !(a == b); }
+
+  /// A spec naming this resource's whole stack (tether_resource_get_spec):
+  /// resource_from_spec(r.spec()) builds an equivalent stack.
+  std::string spec() const {
+    std::size_t n = 0;
+    check(tether_resource_get_spec(handle_, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    check(tether_resource_get_spec(handle_, &s[0], s.size(), &n));
+    s.resize(n);
+    return s;
+  }
 };
 
 

@@ -1,0 +1,583 @@
+// Resource specs: parse "pool(cuda(device=0), initial_size=80%)", build the
+// stack through the public create functions, describe a live stack back as a
+// spec, and build the table's defaults from the environment (tether/spec.h).
+#include "spec.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tether_core/cuda.hpp"
+
+namespace tether::capi::spec {
+namespace {
+
+constexpr std::size_t kMaxSpecLength = 4096;
+constexpr int kMaxDepth = 16;
+
+// ---- the types --------------------------------------------------------------
+
+#define TETHER_SPEC_FIELD(Struct, field, kind, alias) \
+  Field { #field, Kind::kind, offsetof(Struct, field), alias }
+
+const Field kPoolFields[] = {
+    TETHER_SPEC_FIELD(tether_pool_options_t, initial_size, Size, "initial_pool_size"),
+    TETHER_SPEC_FIELD(tether_pool_options_t, maximum_size, Size, "maximum_pool_size"),
+    TETHER_SPEC_FIELD(tether_pool_options_t, growth_size, Size, nullptr),
+};
+const Field kAsyncFields[] = {
+    TETHER_SPEC_FIELD(tether_async_options_t, use_default_pool, Bool, nullptr),
+    TETHER_SPEC_FIELD(tether_async_options_t, initial_pool_size, Size, "initial_size"),
+    TETHER_SPEC_FIELD(tether_async_options_t, release_threshold, Size, nullptr),
+    TETHER_SPEC_FIELD(tether_async_options_t, maximum_pool_size, Size, "maximum_size"),
+    TETHER_SPEC_FIELD(tether_async_options_t, ipc_handle_type, U32, nullptr),
+};
+
+const tether_pool_options_t kPoolInit = TETHER_POOL_OPTIONS_INIT;
+const tether_async_options_t kAsyncInit = TETHER_ASYNC_OPTIONS_INIT;
+
+const Type kTypes[] = {
+    {"host", Shape::Leaf, nullptr, 0, 0, nullptr,
+     [](tether_resource_t*, int, const void*, tether_resource_t** out) { return tether_host_resource_create(out); }},
+    {"pool", Shape::Upstream, kPoolFields, std::size(kPoolFields), sizeof(tether_pool_options_t),
+     [](void* o) { std::memcpy(o, &kPoolInit, sizeof kPoolInit); },
+     [](tether_resource_t* up, int, const void* o, tether_resource_t** out) {
+       return tether_pool_resource_create(up, static_cast<const tether_pool_options_t*>(o), out);
+     }},
+    {"statistics", Shape::Upstream, nullptr, 0, 0, nullptr,
+     [](tether_resource_t* up, int, const void*, tether_resource_t** out) {
+       return tether_statistics_adaptor_create(up, out);
+     }},
+    {"cuda", Shape::Device, nullptr, 0, 0, nullptr,
+     [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return tether_cuda_resource_create(d, out); }},
+    {"async", Shape::Device, kAsyncFields, std::size(kAsyncFields), sizeof(tether_async_options_t),
+     [](void* o) { std::memcpy(o, &kAsyncInit, sizeof kAsyncInit); },
+     [](tether_resource_t*, int d, const void* o, tether_resource_t** out) {
+       return tether_async_resource_create(d, static_cast<const tether_async_options_t*>(o), out);
+     }},
+    {"managed", Shape::Device, nullptr, 0, 0, nullptr,
+     [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return tether_managed_resource_create(d, out); }},
+    {"pinned_host", Shape::Device, nullptr, 0, 0, nullptr,
+     [](tether_resource_t*, int d, const void*, tether_resource_t** out) {
+       return tether_pinned_host_resource_create(d, out);
+     }},
+};
+
+std::string known_types() {
+  std::string s;
+  for (const Type& t : kTypes) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+// ---- values -------------------------------------------------------------------
+
+[[noreturn]] void fail_at(std::size_t pos, const std::string& what) {
+  core::throw_invalid_argument("spec:" + std::to_string(pos + 1) + ": " + what);
+}
+
+bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !is_ident_start(s[0])) return false;
+  for (char c : s)
+    if (!is_ident_char(c)) return false;
+  return true;
+}
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? char(c - 'A' + 'a') : c; }
+std::string lowercase(std::string s) {
+  for (char& c : s) c = lower(c);
+  return s;
+}
+
+struct Unit { const char* name; unsigned __int128 factor; };
+const Unit kUnits[] = {
+    {"", 1}, {"b", 1},
+    {"kb", 1000ull}, {"mb", 1000000ull}, {"gb", 1000000000ull}, {"tb", 1000000000000ull}, {"pb", 1000000000000000ull},
+    {"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40}, {"pib", 1ull << 50},
+};
+
+// A decimal number "123", "1.5", ".5" split into digits: value = mantissa / 10^scale.
+struct Decimal { unsigned __int128 mantissa = 0; unsigned scale = 0; std::size_t end = 0; bool ok = false; };
+
+Decimal read_decimal(const std::string& s) {
+  Decimal d;
+  std::size_t i = 0, digits = 0;
+  bool dot = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c >= '0' && c <= '9') {
+      if (++digits > 30) return d;  // no size has 30 significant digits
+      d.mantissa = d.mantissa * 10 + unsigned(c - '0');
+      if (dot) ++d.scale;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  d.end = i;
+  d.ok = digits > 0;
+  return d;
+}
+
+unsigned __int128 pow10(unsigned n) {
+  unsigned __int128 p = 1;
+  while (n--) p *= 10;
+  return p;
+}
+
+constexpr unsigned __int128 kSizeLimit = (unsigned __int128)1 << 64;
+
+// A size: "4096", "64MiB", "1.5 GiB", "80%" (of `device_total()`).
+template <class TotalOf>
+std::size_t parse_size(const std::string& text, std::size_t pos, const char* param, TotalOf device_total) {
+  const Decimal d = read_decimal(text);
+  if (!d.ok)
+    fail_at(pos, std::string("cannot read '") + text + "' as a size for " + param +
+                     " (examples: 4096, 64MiB, 1.5GiB, 100MB, 80%)");
+  std::string rest = text.substr(d.end);
+  std::size_t k = 0;
+  while (k < rest.size() && is_space(rest[k])) ++k;
+  rest = lowercase(rest.substr(k));
+  unsigned __int128 numerator;
+  if (rest == "%") {
+    if (d.mantissa > 100 * pow10(d.scale)) fail_at(pos, std::string(param) + ": " + text + " is more than 100%");
+    numerator = d.mantissa * (unsigned __int128)device_total() / 100;  // floor: whole bytes
+    return std::size_t(numerator / pow10(d.scale));
+  }
+  for (const Unit& u : kUnits) {
+    if (rest != u.name) continue;
+    numerator = d.mantissa * u.factor;
+    const unsigned __int128 den = pow10(d.scale);
+    if (numerator % den != 0) fail_at(pos, std::string(param) + ": " + text + " is not a whole number of bytes");
+    if (numerator / den >= kSizeLimit) fail_at(pos, std::string(param) + ": " + text + " does not fit in 64 bits");
+    return std::size_t(numerator / den);
+  }
+  fail_at(pos, std::string(param) + ": unknown unit '" + text.substr(d.end) +
+                   "' (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB or %)");
+}
+
+long long parse_integer(const std::string& text, std::size_t pos, const char* param, long long lo, long long hi) {
+  std::size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
+  if (i == text.size()) fail_at(pos, std::string(param) + ": expected an integer, got '" + text + "'");
+  long long v = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9' || v > (1LL << 40))
+      fail_at(pos, std::string(param) + ": expected an integer in [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "], got '" + text + "'");
+    v = v * 10 + (text[i] - '0');
+  }
+  if (negative) v = -v;
+  if (v < lo || v > hi)
+    fail_at(pos, std::string(param) + ": " + text + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+bool parse_bool(const std::string& text, std::size_t pos, const char* param) {
+  const std::string t = lowercase(text);
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return false;
+  fail_at(pos, std::string(param) + ": expected true or false, got '" + text + "'");
+}
+
+std::string format_size(std::uint64_t v) {
+  static const struct { const char* unit; int shift; } kBinary[] = {{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  for (const auto& b : kBinary)
+    if (v != 0 && v % (std::uint64_t{1} << b.shift) == 0) return std::to_string(v >> b.shift) + b.unit;
+  return std::to_string(v);
+}
+
+// ---- the syntax tree ----------------------------------------------------------------
+
+struct Node;
+struct Value {
+  std::size_t pos = 0;
+  std::string text;            // a scalar, or a resource name without arguments
+  std::unique_ptr<Node> node;  // a resource with an argument list
+};
+struct Arg {
+  std::string key;  // empty: positional
+  std::size_t key_pos = 0;
+  Value value;
+};
+struct Node {
+  std::string name;
+  std::size_t pos = 0;
+  std::vector<Arg> args;
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& s) : s_(s) {}
+
+  std::unique_ptr<Node> parse() {
+    skip();
+    if (i_ == s_.size()) fail_at(i_, "empty spec (examples: host, pool(host, initial_size=64MiB), pool(cuda()))");
+    Value v = value(0);
+    skip();
+    if (i_ != s_.size()) fail_at(i_, "unexpected '" + std::string(1, s_[i_]) + "' after the resource");
+    return as_node(std::move(v));
+  }
+
+ private:
+  static std::unique_ptr<Node> as_node(Value v) {
+    if (v.node) return std::move(v.node);
+    if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource name, got '" + v.text + "'");
+    auto n = std::make_unique<Node>();
+    n->name = v.text;
+    n->pos = v.pos;
+    return n;
+  }
+  void skip() {
+    while (i_ < s_.size() && is_space(s_[i_])) ++i_;
+  }
+  // A run of value characters (anything but , ( ) = and quotes), trimmed; or a
+  // string in double or single quotes.
+  std::string run(std::size_t& start) {
+    skip();
+    start = i_;
+    if (i_ < s_.size() && (s_[i_] == '"' || s_[i_] == '\'')) {
+      const std::size_t close = s_.find(s_[i_], i_ + 1);
+      if (close == std::string::npos) fail_at(i_, "unterminated quote");
+      std::string t = s_.substr(i_ + 1, close - i_ - 1);
+      i_ = close + 1;
+      return t;
+    }
+    while (i_ < s_.size() && std::strchr(",()=\"'", s_[i_]) == nullptr) ++i_;
+    std::size_t end = i_;
+    while (end > start && is_space(s_[end - 1])) --end;
+    return s_.substr(start, end - start);
+  }
+  Value value(int depth) {
+    Value v;
+    v.text = run(v.pos);
+    skip();
+    if (i_ < s_.size() && s_[i_] == '(') {
+      if (!is_identifier(v.text))
+        fail_at(v.pos, v.text.empty() ? "expected a resource name before '('" : "'" + v.text + "' is not a resource name");
+      if (depth >= kMaxDepth) fail_at(v.pos, "resources nested more than " + std::to_string(kMaxDepth) + " deep");
+      auto n = std::make_unique<Node>();
+      n->name = v.text;
+      n->pos = v.pos;
+      ++i_;  // (
+      skip();
+      if (i_ < s_.size() && s_[i_] == ')') {
+        ++i_;
+      } else {
+        for (;;) {
+          n->args.push_back(argument(depth + 1));
+          skip();
+          if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+          if (i_ < s_.size() && s_[i_] == ')') { ++i_; break; }
+          fail_at(i_, i_ == s_.size() ? "missing ')' closing " + n->name + "(" : "expected ',' or ')' in the arguments of " + n->name);
+        }
+      }
+      v.node = std::move(n);
+      v.text.clear();
+    } else if (v.text.empty()) {
+      fail_at(v.pos, i_ == s_.size() ? "unexpected end of the spec (a value is missing)"
+                                      : "expected a value, got '" + std::string(1, s_[i_]) + "'");
+    }
+    return v;
+  }
+  Arg argument(int depth) {
+    Arg a;
+    const std::size_t save = i_;
+    std::size_t start;
+    std::string key = run(start);
+    skip();
+    if (i_ < s_.size() && s_[i_] == '=') {
+      if (!is_identifier(key)) fail_at(start, "'" + key + "' is not a parameter name");
+      ++i_;
+      a.key = key;
+      a.key_pos = start;
+      a.value = value(depth);
+      return a;
+    }
+    i_ = save;
+    a.value = value(depth);
+    return a;
+  }
+
+  const std::string& s_;
+  std::size_t i_ = 0;
+};
+
+// ---- building -------------------------------------------------------------------------
+
+struct Context {
+  int device;  // the device of CUDA resources that name none
+};
+
+std::size_t device_total_memory(int device) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  core::cuda::memory_info(device, &free_bytes, &total_bytes);
+  return total_bytes;
+}
+
+[[noreturn]] void fail_from_c(tether_status_t status, std::size_t pos, const std::string& what) {
+  throw core::Error(status, "spec:" + std::to_string(pos + 1) + ": " + what + ": " + tether_last_error_message());
+}
+
+HandleRef build(const Node& n, const Context& ctx);
+
+HandleRef build_value(const Value& v, const Context& ctx) {
+  if (v.node) return build(*v.node, ctx);
+  if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource, got '" + v.text + "'");
+  Node leaf;
+  leaf.name = v.text;
+  leaf.pos = v.pos;
+  return build(leaf, ctx);
+}
+
+std::string param_list(const Type& t) {
+  std::string s = t.shape == Shape::Upstream ? "upstream" : t.shape == Shape::Device ? "device" : "";
+  for (std::size_t i = 0; i < t.field_count; ++i) s += (s.empty() ? "" : ", ") + std::string(t.fields[i].name);
+  return s.empty() ? "none" : s;
+}
+
+HandleRef build(const Node& n, const Context& ctx) {
+  const Type* t = find_type(n.name);
+  if (t == nullptr) fail_at(n.pos, "unknown resource '" + n.name + "' (known: " + known_types() + ")");
+  alignas(std::max_align_t) unsigned char options[256] = {};
+  if (t->options_size > sizeof options) fail_at(n.pos, "internal: options of " + n.name + " too large");
+  if (t->options_size != 0) t->defaults(options);
+
+  const Value* upstream = nullptr;
+  const Arg* device_arg = nullptr;
+  std::vector<const Field*> seen;
+  std::vector<std::pair<const Field*, const Arg*>> sets;
+  bool device_seen = false, upstream_seen = false;
+  for (std::size_t i = 0; i < n.args.size(); ++i) {
+    const Arg& a = n.args[i];
+    if (a.key.empty()) {
+      if (i != 0) fail_at(a.value.pos, "only the first argument of " + n.name + " may be positional; name this one");
+      if (t->shape == Shape::Leaf) fail_at(a.value.pos, n.name + " takes no positional argument");
+    }
+    const bool is_upstream = t->shape == Shape::Upstream && (a.key.empty() || a.key == "upstream" || a.key == "upstream_mr");
+    const bool is_device = t->shape == Shape::Device && (a.key.empty() || a.key == "device");
+    if (is_upstream) {
+      if (upstream_seen) fail_at(a.key_pos, "upstream of " + n.name + " given twice");
+      upstream_seen = true;
+      upstream = &a.value;
+      continue;
+    }
+    if (is_device) {
+      if (device_seen) fail_at(a.key_pos, "device of " + n.name + " given twice");
+      device_seen = true;
+      device_arg = &a;
+      continue;
+    }
+    const Field* f = nullptr;
+    for (std::size_t k = 0; k < t->field_count; ++k)
+      if (a.key == t->fields[k].name || (t->fields[k].alias && a.key == t->fields[k].alias)) f = &t->fields[k];
+    if (f == nullptr)
+      fail_at(a.key_pos, "unknown parameter '" + a.key + "' of " + n.name + " (parameters: " + param_list(*t) + ")");
+    for (const Field* s : seen)
+      if (s == f) fail_at(a.key_pos, "parameter '" + std::string(f->name) + "' of " + n.name + " given twice");
+    seen.push_back(f);
+    if (a.value.node) fail_at(a.value.pos, "parameter '" + std::string(f->name) + "' of " + n.name + " takes a value, not a resource");
+    sets.emplace_back(f, &a);
+  }
+  if (t->shape == Shape::Upstream && upstream == nullptr)
+    fail_at(n.pos, n.name + " needs an upstream, e.g. " + n.name + "(host) or " + n.name + "(cuda())");
+
+  HandleRef up;
+  int device = ctx.device;
+  if (upstream != nullptr) up = build_value(*upstream, ctx);
+  if (device_arg != nullptr) {
+    if (device_arg->value.node) fail_at(device_arg->value.pos, "device of " + n.name + " must be an integer");
+    device = int(parse_integer(device_arg->value.text, device_arg->value.pos, "device", 0, 1 << 20));
+  }
+  // The device whose total memory a percentage refers to.
+  auto total_for = [&](const Arg* a, const char* param) -> std::size_t {
+    int d = device;
+    if (up) {
+      tether_resource_properties_t p = TETHER_RESOURCE_PROPERTIES_INIT;
+      if (tether_resource_get_properties(up.get(), &p) != TETHER_OK) fail_from_c(TETHER_ERROR_INTERNAL, a->value.pos, param);
+      if (p.device < 0)
+        fail_at(a->value.pos, std::string(param) + ": a percentage needs device memory, and the upstream of " + n.name +
+                                  " gives host memory");
+      d = p.device;
+    } else if (t->shape != Shape::Device) {
+      fail_at(a->value.pos, std::string(param) + ": a percentage needs a device resource");
+    }
+    if (d == TETHER_DEVICE_CURRENT) d = core::cuda::current_device();
+    try {
+      return device_total_memory(d);
+    } catch (const core::Error& e) {
+      throw core::Error(e.status(), "spec:" + std::to_string(a->value.pos + 1) + ": " + param + ": " + e.what());
+    }
+  };
+  for (const auto& set : sets) {
+    const Field* f = set.first;  // plain names: lambdas may not capture structured bindings (C++17)
+    const Arg* a = set.second;
+    unsigned char* field = options + f->offset;
+    switch (f->kind) {
+      case Kind::Size: {
+        const std::size_t v = parse_size(a->value.text, a->value.pos, f->name, [&] { return total_for(a, f->name); });
+        std::memcpy(field, &v, sizeof v);
+        break;
+      }
+      case Kind::U32: {
+        const auto v = std::uint32_t(parse_integer(a->value.text, a->value.pos, f->name, 0, 0xffffffffLL));
+        std::memcpy(field, &v, sizeof v);
+        break;
+      }
+      case Kind::I32: {
+        const auto v = std::int32_t(parse_integer(a->value.text, a->value.pos, f->name, -0x80000000LL, 0x7fffffffLL));
+        std::memcpy(field, &v, sizeof v);
+        break;
+      }
+      case Kind::Bool: {
+        const std::int32_t v = parse_bool(a->value.text, a->value.pos, f->name) ? 1 : 0;
+        std::memcpy(field, &v, sizeof v);
+        break;
+      }
+    }
+  }
+  tether_resource_t* out = nullptr;
+  const tether_status_t st = t->create(up.get(), device, t->options_size ? options : nullptr, &out);
+  if (st != TETHER_OK) fail_from_c(st, n.pos, "cannot create " + n.name);
+  return HandleRef::adopt(out);
+}
+
+HandleRef build_spec(const char* spec, const Context& ctx) {
+  if (spec == nullptr) core::throw_invalid_argument("spec must not be NULL");
+  const std::size_t len = strnlen(spec, kMaxSpecLength + 1);
+  if (len > kMaxSpecLength)
+    core::throw_invalid_argument("spec is longer than " + std::to_string(kMaxSpecLength) + " bytes");
+  const std::string text(spec, len);
+  return build(*Parser(text).parse(), ctx);
+}
+
+// ---- describing ---------------------------------------------------------------------------
+
+std::string describe(tether_resource_t* h, int depth) {
+  ResourceRef r(h);
+  if (depth > 64) throw core::Error(TETHER_ERROR_INTERNAL, "resource stack deeper than 64");
+  std::string s = r->core->name();
+  std::string args;
+  if (r->upstream != nullptr) args = describe(r->upstream, depth + 1);
+  if (!r->spec_args.empty()) args += (args.empty() ? "" : ", ") + r->spec_args;
+  if (!args.empty()) s += "(" + args + ")";
+  return s;
+}
+
+}  // namespace
+
+const Type* find_type(const std::string& name) noexcept {
+  for (const Type& t : kTypes)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+std::string format_options(const Type& type, const void* options) {
+  if (type.options_size == 0 || options == nullptr) return {};
+  alignas(std::max_align_t) unsigned char defaults[256] = {};
+  type.defaults(defaults);
+  std::string s;
+  const auto* o = static_cast<const unsigned char*>(options);
+  for (std::size_t k = 0; k < type.field_count; ++k) {
+    const Field& f = type.fields[k];
+    std::string v;
+    switch (f.kind) {
+      case Kind::Size: {
+        std::size_t a, b;
+        std::memcpy(&a, o + f.offset, sizeof a);
+        std::memcpy(&b, defaults + f.offset, sizeof b);
+        if (a != b) v = format_size(a);
+        break;
+      }
+      case Kind::U32: {
+        std::uint32_t a, b;
+        std::memcpy(&a, o + f.offset, sizeof a);
+        std::memcpy(&b, defaults + f.offset, sizeof b);
+        if (a != b) v = std::to_string(a);
+        break;
+      }
+      case Kind::I32:
+      case Kind::Bool: {
+        std::int32_t a, b;
+        std::memcpy(&a, o + f.offset, sizeof a);
+        std::memcpy(&b, defaults + f.offset, sizeof b);
+        if (f.kind == Kind::Bool) {
+          if ((a != 0) != (b != 0)) v = a ? "true" : "false";
+        } else if (a != b) {
+          v = std::to_string(a);
+        }
+        break;
+      }
+    }
+    if (!v.empty()) s += (s.empty() ? "" : ", ") + std::string(f.name) + "=" + v;
+  }
+  return s;
+}
+
+std::string format_options(const char* type_name, const void* options) {
+  const Type* t = find_type(type_name);
+  return t ? format_options(*t, options) : std::string();
+}
+
+HandleRef default_from_environment(int slot) {
+  std::string name = slot < 0 ? "TETHER_RESOURCE_HOST" : "TETHER_RESOURCE_" + std::to_string(slot);
+  const char* value = std::getenv(name.c_str());
+  if ((value == nullptr || *value == '\0') && slot >= 0) {
+    name = "TETHER_RESOURCE";
+    value = std::getenv(name.c_str());
+  }
+  if (value == nullptr || *value == '\0') return {};
+  try {
+    Context ctx{slot < 0 ? TETHER_DEVICE_CURRENT : slot};
+    HandleRef r = build_spec(value, ctx);
+    ResourceRef ref(r.get());
+    check_usable(ref->core->properties(), slot);
+    return r;
+  } catch (const core::Error& e) {
+    const std::string where = slot < 0 ? "the host slot" : "device " + std::to_string(slot) + "'s slot";
+    const std::string message = name + "='" + value + "' (the default of " + where + "): " + e.what() +
+                                "; every get of this slot fails until the variable is fixed or a resource is set";
+    static std::atomic<std::uint64_t> reported{0};  // one bit per slot (host: bit 63)
+    const std::uint64_t bit = std::uint64_t{1} << (slot < 0 ? 63 : slot % 63);
+    if ((reported.fetch_or(bit) & bit) == 0) std::fprintf(stderr, "tether: %s\n", message.c_str());
+    throw core::Error(e.status(), message);
+  }
+}
+
+}  // namespace tether::capi::spec
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_resource_create_from_spec(const char* spec, tether_resource_t** out) {
+  return guard("tether_resource_create_from_spec", [&] {
+    require_out(out);
+    *out = nullptr;
+    *out = spec::build_spec(spec, spec::Context{TETHER_DEVICE_CURRENT}).release();
+  });
+}
+
+TETHER_API tether_status_t tether_resource_get_spec(tether_resource_t* resource, char* buffer, size_t capacity,
+                                                    size_t* out_length) {
+  return guard("tether_resource_get_spec", [&] {
+    require_out(out_length, "out_length");
+    const std::string s = spec::describe(resource, 0);
+    *out_length = s.size();
+    if (buffer == nullptr && capacity == 0) return;
+    if (buffer == nullptr) core::throw_invalid_argument("buffer is NULL but capacity is not 0");
+    if (capacity <= s.size())
+      core::throw_invalid_argument("capacity " + std::to_string(capacity) + " is too small: the spec needs " +
+                                   std::to_string(s.size() + 1) + " bytes with its NUL");
+    std::memcpy(buffer, s.c_str(), s.size() + 1);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,58 @@
+// Resource specs (tether/spec.h): one table describes each resource type's
+// parameters - the fields of its options struct - and drives parsing,
+// building and describing (the round trip), so a type is added with one entry.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "internal.hpp"
+
+namespace tether::capi::spec {
+
+enum class Kind { Size, U32, I32, Bool };
+
+// One parameter: a field of the type's options struct.
+struct Field {
+  const char* name;
+  Kind kind;
+  std::size_t offset;        // offsetof(options struct, field)
+  const char* alias;         // an accepted second spelling (RMM's), or nullptr
+};
+
+// What the single positional argument of a type is.
+enum class Shape {
+  Leaf,      // no positional argument (host)
+  Device,    // a CUDA device id (cuda, async, managed, pinned_host)
+  Upstream,  // the upstream resource (pool and every adaptor)
+};
+
+struct Type {
+  const char* name;  // as tether_resource_get_name() gives it
+  Shape shape;
+  const Field* fields;
+  std::size_t field_count;
+  std::size_t options_size;   // 0: the type takes no options struct
+  void (*defaults)(void* options);  // write the _INIT values (options_size bytes)
+  // Create with the given upstream (Shape::Upstream), device (Shape::Device)
+  // and options (nullptr when options_size is 0). A C API status.
+  tether_status_t (*create)(tether_resource_t* upstream, int device, const void* options, tether_resource_t** out);
+};
+
+// The type named `name`, or nullptr.
+const Type* find_type(const std::string& name) noexcept;
+
+// "a=1, b=64MiB": the fields of `options` that differ from the type's defaults,
+// in the spec syntax (what a create function records for the round trip).
+// Throws std::bad_alloc only.
+std::string format_options(const Type& type, const void* options);
+// The same by type name; "" for an unknown name.
+std::string format_options(const char* type_name, const void* options);
+
+// The default of table slot `slot` (-1: host) from the environment
+// (TETHER_RESOURCE_HOST / TETHER_RESOURCE_<N> / TETHER_RESOURCE), or an empty
+// reference if no variable applies. Throws core::Error naming the variable
+// for a spec that fails; the first failure per slot is also written to stderr.
+HandleRef default_from_environment(int slot);
+
+}  // namespace tether::capi::spec

@@ -1,0 +1,5 @@
+"""``python -m tether``: the ``tether`` command (see tether.cli)."""
+
+from .cli import _entry
+
+_entry()
