@@ -9,7 +9,6 @@
 #include <string>
 #include <thread>
 
-#include "conformance.hpp"
 #include "cuda_driver.hpp"
 #include "tether_core/cuda.hpp"
 
@@ -42,14 +41,6 @@ inline void device_fill(void* p, unsigned char byte, std::size_t n, core::stream
 }
 inline void device_read(void* host, const void* p, std::size_t n, core::stream_t stream = 0) {
   cu::copy(host, p, n, 0, stream, true);
-}
-
-// For the conformance suite: memory the host cannot touch goes through the driver.
-inline MemoryAccess device_access() {
-  MemoryAccess a;
-  a.fill = [](void* p, unsigned char byte, std::size_t n) { device_fill(p, byte, n); };
-  a.read = [](void* host, const void* p, std::size_t n) { device_read(host, p, n); };
-  return a;
 }
 
 // A non-blocking stream of device 0's primary context.
