@@ -129,6 +129,10 @@ def test_describes_itself(subject: Subject) -> None:
     else:
         assert 0 <= r.device < tether.cuda_device_count() and r.device_accessible
     assert r == r and hash(r) == hash(r)
+    if isinstance(r, tether.UpstreamAdaptor):  # every adaptor names what it stands on
+        up = r.upstream
+        assert up is not None
+        up.close()
     links = chain(r)
     try:
         assert len(links) < 64
