@@ -468,3 +468,29 @@ def test_buffers(subject: Subject) -> None:
         with tether.Buffer(n, resource=subject.r) as big:
             big.copy_from_host(b"tether", offset=n - 6)
             assert big.copy_to_host(offset=n - 6, size=6) == bytearray(b"tether")
+
+
+# Kinds that need a CUDA device (their entries are gpu=True; they cannot be built here).
+CUDA_ONLY_KINDS = {"CUDA", "ASYNC", "MANAGED", "PINNED_HOST", "PREFETCH"}
+
+
+def test_every_host_capable_kind_has_a_conformance_factory() -> None:
+    # A new resource type that forgets its entry in conformance_factories.FACTORIES fails here
+    # instead of going untested. (Kinds come from the library's headers.)
+    covered = set()
+    for f in FACTORIES.values():
+        if not f.gpu:
+            with f.make() as r:
+                covered.add(r.kind)
+    missing = [k.name for k in tether.ResourceKind if k.name not in CUDA_ONLY_KINDS and k not in covered]
+    assert not missing, f"add an entry to conformance_factories.FACTORIES for the kinds {missing}"
+
+
+@pytest.mark.gpu
+def test_every_kind_has_a_conformance_factory() -> None:
+    covered = set()
+    for f in FACTORIES.values():
+        with f.make() as r:
+            covered.add(r.kind)
+    missing = [k.name for k in tether.ResourceKind if k not in covered]
+    assert not missing, f"add an entry to conformance_factories.FACTORIES for the kinds {missing}"
