@@ -52,14 +52,7 @@ def cupy_or_skip():
 
 
 def resource_factories() -> dict:
-    """name -> zero-argument constructor of every CUDA resource and pools over them."""
-    return {
-        "cuda": lambda: tether.CudaResource(0),
-        "async": lambda: tether.AsyncResource(0),
-        "async_default_pool": lambda: tether.AsyncResource(0, use_default_pool=True),
-        "managed": lambda: tether.ManagedResource(0),
-        "pinned_host": lambda: tether.PinnedHostResource(0),
-        "pool_cuda": lambda: tether.PoolResource(tether.CudaResource(0)),
-        "pool_async": lambda: tether.PoolResource(tether.AsyncResource(0)),
-        "pool_managed": lambda: tether.PoolResource(tether.ManagedResource(0)),
-    }
+    """name -> zero-argument constructor of every CUDA configuration of the conformance
+    suite (conformance_factories.FACTORIES: the one list): CUDA resources, pools and adaptors over them."""
+    from conformance_factories import FACTORIES
+    return {name: f.make for name, f in FACTORIES.items() if f.gpu}

@@ -1,131 +1,13 @@
-"""Resources: construction, properties, identity, allocation, and one
-conformance suite applied to every host-side resource and adaptor."""
+"""Resources: construction, properties, identity, options and argument checks.
+What every resource owes its users (sizes, alignment, threads, frees, out of
+memory...) is the conformance suite: test_conformance.py."""
 
 from __future__ import annotations
-
-import ctypes
-import random
-import threading
 
 import pytest
 
 import tether
 from tether import ResourceKind
-
-# name -> factory returning (resource, [other objects to close])
-FACTORIES = {
-    "host": lambda: tether.HostResource(),
-    "pool": lambda: tether.PoolResource(tether.HostResource()),
-    "pool-initial-max": lambda: tether.PoolResource(tether.HostResource(), initial_size="1 MiB",
-                                                    maximum_size="64 MiB", growth_size="256 KiB"),
-    "statistics(host)": lambda: tether.StatisticsAdaptor(tether.HostResource()),
-    "statistics(pool)": lambda: tether.StatisticsAdaptor(tether.PoolResource(tether.HostResource())),
-    "pool(statistics(host))": lambda: tether.PoolResource(tether.StatisticsAdaptor(tether.HostResource())),
-}
-
-
-@pytest.fixture(params=sorted(FACTORIES))
-def resource(request):
-    r = FACTORIES[request.param]()
-    yield r
-    r.close()
-
-
-SIZES = [1, 7, 8, 63, 64, 255, 256, 257, 1000, 4096, 65536, 1 << 20, 3 << 20]
-
-
-# ---- conformance ---------------------------------------------------------------
-
-def test_allocate_many_sizes_write_and_free(resource):
-    ptrs = []
-    for n in SIZES:
-        p = resource.allocate(n)
-        assert p != 0 and p % 256 == 0  # default alignment
-        ctypes.memset(p, 0xAB, n)  # the memory is really there
-        ptrs.append((p, n))
-    assert len({p for p, _ in ptrs}) == len(ptrs)
-    for p, n in reversed(ptrs):
-        resource.deallocate(p, n)
-
-
-@pytest.mark.parametrize("alignment", [1, 2, 8, 64, 256, 4096, 1 << 16])
-def test_alignment(resource, alignment):
-    p = resource.allocate(100, alignment=alignment)
-    assert p % alignment == 0
-    resource.deallocate(p, 100, alignment=alignment)
-
-
-@pytest.mark.parametrize("alignment", [3, 6, 100, 255, 1 << 31])
-def test_bad_alignment(resource, alignment):
-    with pytest.raises(tether.InvalidArgumentError):
-        resource.allocate(100, alignment=alignment)
-
-
-def test_zero_size(resource):
-    assert resource.allocate(0) == 0
-    resource.deallocate(0, 0)
-
-
-def test_huge_size_is_out_of_memory(resource):
-    with pytest.raises(tether.OutOfMemoryError):
-        resource.allocate(1 << 62)
-    with pytest.raises(tether.OutOfMemoryError):
-        tether.Buffer(2**64 - 1, resource=resource)
-
-
-def test_concurrent_threads(resource):
-    errors = []
-
-    def work(seed):
-        rng = random.Random(seed)
-        live = []
-        try:
-            for _ in range(400):
-                if live and rng.random() < 0.45:
-                    p, n = live.pop(rng.randrange(len(live)))
-                    resource.deallocate(p, n)
-                else:
-                    n = rng.choice(SIZES[:10])
-                    p = resource.allocate(n)
-                    ctypes.memset(p, seed, n)
-                    live.append((p, n))
-            for p, n in live:
-                resource.deallocate(p, n)
-        except BaseException as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-
-
-def test_statistics_are_consistent(resource):
-    with tether.StatisticsAdaptor(resource) as stats:
-        allocs = [(stats.allocate(n), n) for n in SIZES]
-        s = stats.statistics()
-        assert s.current_bytes == s.total_bytes == s.peak_bytes == sum(SIZES)
-        assert s.current_count == s.total_count == s.peak_count == len(SIZES)
-        for p, n in allocs[:3]:
-            stats.deallocate(p, n)
-        s = stats.statistics()
-        assert s.current_bytes == sum(SIZES[3:]) and s.peak_bytes == sum(SIZES)
-        assert s.current_count == len(SIZES) - 3 and s.total_count == len(SIZES)
-        stats.reset_peak()
-        s = stats.statistics()
-        assert s.peak_bytes == s.current_bytes and s.peak_count == s.current_count
-        for p, n in allocs[3:]:
-            stats.deallocate(p, n)
-        assert stats.statistics().current_bytes == 0
-
-
-def test_buffers_from_every_resource(resource):
-    with tether.Buffer(1000, resource=resource) as buf:
-        assert buf.resource == resource
-        buf.copy_from_host(b"x" * 1000)
-        assert buf.tobytes() == b"x" * 1000
 
 
 # ---- properties and identity -------------------------------------------------------

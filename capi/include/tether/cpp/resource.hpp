@@ -36,10 +36,7 @@ tether_stream_t to_stream(const S& s) noexcept {
     return reinterpret_cast<tether_stream_t>(s.get());
   }
 }
-}  // namespace detail
 
-
-namespace detail {
 struct resource_traits {
   using type = tether_resource_t;
   static tether_status_t retain(tether_resource_t* h) noexcept { return tether_resource_retain(h); }

@@ -1,0 +1,120 @@
+// The conformance suite's list of resource configurations: every resource and
+// adaptor tether has, alone and stacked. The checks are in conformance.cpp.
+//
+// HOW TO ADD A RESOURCE: add one entry to the list in all_factories() below:
+//
+//   {"name", [] { return <build it>; }, Needs::host|Needs::gpu, capacity, traits},
+//
+//   name      letters, digits, '_' (it becomes the test's name: Host/Conformance.Sizes/name).
+//   build     a Handle; the builders below stack resources: pool(host()), statistics(cuda()).
+//             For a new type call its C creator through create():
+//               [] { auto up = host();
+//                    tether_limiting_options_t o = TETHER_LIMITING_OPTIONS_INIT;
+//                    o.limit = 64 * MiB;
+//                    return create("limiting", [&](tether_resource_t** out) {
+//                      return tether_limiting_adaptor_create(up.get(), &o, out); }); }
+//             (the local `up` is released when the lambda returns; the adaptor retains it).
+//   needs     Needs::host runs everywhere; Needs::gpu is skipped with the reason without a
+//             CUDA device (ctest label gpu) - list every GPU configuration unconditionally.
+//   capacity  bytes it can hold at once if bounded (a pool's maximum_size, a limit), else 0:
+//             larger sizes are skipped and a request above it must be OUT_OF_MEMORY.
+//   traits    kNoTraits, or kTwinsShareFrees if two instances accept each other's frees.
+//
+// Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in
+// the Gpu group run on a GPU machine (ci/gpu.sh). Nothing else needs editing: not
+// CMake, not the checks.
+#include <stdexcept>
+#include <string>
+
+#include "conformance.hpp"
+
+namespace tether_conformance {
+
+Handle create(const char* what, const std::function<tether_status_t(tether_resource_t**)>& call) {
+  tether_resource_t* out = nullptr;
+  const tether_status_t s = call(&out);
+  if (s != TETHER_OK) {
+    throw std::runtime_error(std::string("creating ") + what + " failed: " + tether_status_name(s) + ": " +
+                             tether_last_error_message());
+  }
+  if (out == nullptr) throw std::runtime_error(std::string("creating ") + what + " gave NULL");
+  return Handle(out);
+}
+
+Handle host() {
+  return create("host", [](tether_resource_t** out) { return tether_host_resource_create(out); });
+}
+
+Handle pool(Handle upstream, std::size_t initial_size, std::size_t maximum_size, std::size_t growth_size) {
+  tether_pool_options_t o = TETHER_POOL_OPTIONS_INIT;
+  o.initial_size = initial_size;
+  o.maximum_size = maximum_size;
+  o.growth_size = growth_size;
+  return create("pool", [&](tether_resource_t** out) { return tether_pool_resource_create(upstream.get(), &o, out); });
+}
+
+Handle statistics(Handle upstream) {
+  return create("statistics",
+                [&](tether_resource_t** out) { return tether_statistics_adaptor_create(upstream.get(), out); });
+}
+
+Handle cuda(int device) {
+  return create("cuda", [&](tether_resource_t** out) { return tether_cuda_resource_create(device, out); });
+}
+
+Handle async(int device, bool use_default_pool, std::size_t initial_pool_size, std::size_t maximum_pool_size) {
+  tether_async_options_t o = TETHER_ASYNC_OPTIONS_INIT;
+  o.use_default_pool = use_default_pool ? 1 : 0;
+  o.initial_pool_size = initial_pool_size;
+  o.maximum_pool_size = maximum_pool_size;
+  return create("async", [&](tether_resource_t** out) { return tether_async_resource_create(device, &o, out); });
+}
+
+Handle managed(int device) {
+  return create("managed", [&](tether_resource_t** out) { return tether_managed_resource_create(device, out); });
+}
+
+Handle pinned_host(int device) {
+  return create("pinned_host",
+                [&](tether_resource_t** out) { return tether_pinned_host_resource_create(device, out); });
+}
+
+const std::vector<Factory>& all_factories() {
+  static const std::vector<Factory> list = {
+      // ---- host ---------------------------------------------------------------------------
+      {"host", [] { return host(); }, Needs::host},
+      {"pool_host", [] { return pool(host()); }, Needs::host},
+      {"pool_host_small_growth", [] { return pool(host(), 0, 0, 16 * KiB); }, Needs::host},
+      {"pool_host_bounded", [] { return pool(host(), 4 * MiB, 96 * MiB); }, Needs::host, 96 * MiB},
+      {"pool_pool_host", [] { return pool(pool(host())); }, Needs::host},
+      {"pool_pool_host_bounded", [] { return pool(pool(host(), 0, 64 * MiB), 0, 0, 64 * KiB); }, Needs::host,
+       64 * MiB},
+      {"statistics_host", [] { return statistics(host()); }, Needs::host},
+      {"statistics_pool_host", [] { return statistics(pool(host())); }, Needs::host},
+      {"pool_statistics_host", [] { return pool(statistics(host())); }, Needs::host},
+      {"statistics_statistics_host", [] { return statistics(statistics(host())); }, Needs::host},
+      // ---- CUDA (skipped without a device) --------------------------------------------------
+      {"cuda", [] { return cuda(); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"async_owned", [] { return async(); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"async_owned_bounded", [] { return async(0, false, 32 * MiB, 512 * MiB); }, Needs::gpu, 512 * MiB,
+       kTwinsShareFrees},
+      {"async_default_pool", [] { return async(0, true); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"managed", [] { return managed(); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"pinned_host", [] { return pinned_host(); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"pool_cuda", [] { return pool(cuda()); }, Needs::gpu},
+      {"pool_cuda_bounded", [] { return pool(cuda(), 4 * MiB, 96 * MiB); }, Needs::gpu, 96 * MiB},
+      {"pool_async", [] { return pool(async()); }, Needs::gpu},
+      {"pool_async_default_pool", [] { return pool(async(0, true)); }, Needs::gpu},
+      {"pool_managed", [] { return pool(managed()); }, Needs::gpu},
+      {"pool_pinned_host", [] { return pool(pinned_host()); }, Needs::gpu},
+      {"pool_pool_cuda", [] { return pool(pool(cuda())); }, Needs::gpu},
+      {"statistics_cuda", [] { return statistics(cuda()); }, Needs::gpu},
+      {"statistics_async", [] { return statistics(async()); }, Needs::gpu},
+      {"statistics_managed", [] { return statistics(managed()); }, Needs::gpu},
+      {"statistics_pool_cuda", [] { return statistics(pool(cuda())); }, Needs::gpu},
+      {"pool_statistics_async", [] { return pool(statistics(async())); }, Needs::gpu},
+  };
+  return list;
+}
+
+}  // namespace tether_conformance

@@ -1,0 +1,146 @@
+"""The conformance suite's list of resource configurations (Python side).
+
+The checks are in test_conformance.py; the C ABI suite has the same list in
+tests/capi/conformance/factories.cpp.
+
+HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
+
+    "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="64 MiB"),
+                             capacity=64 * MiB),
+
+- the key: the configuration's name (it becomes the test id: ``test_sizes[limiting_host]``);
+- ``make``: a zero-argument callable returning a new resource. Build stacks with
+  ``over(cls, upstream, **options)``, which closes the upstream wrapper once the new
+  resource holds it, so the result is the only reference the test owns;
+- ``gpu=True`` for configurations that need a CUDA device: they are marked ``gpu`` and
+  skipped, with the reason, where there is none (list them unconditionally);
+- ``capacity``: the bytes it can hold at once if it is bounded (a pool's maximum_size, a
+  limit), else 0. Sizes above half of it are skipped; above it, OutOfMemoryError is expected;
+- ``twins_share_frees=True`` if two instances accept each other's frees (raw CUDA resources
+  of one kind and device share one allocation table).
+
+Nothing else needs editing. gpu_support.resource_factories() (the GPU tests'
+list) is derived from the gpu entries here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import tether
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def over(cls: Callable[..., tether.Resource], upstream: tether.Resource, **options: Any) -> tether.Resource:
+    """``cls(upstream, **options)``, then close our wrapper of ``upstream`` (the new resource retains it)."""
+    try:
+        return cls(upstream, **options)
+    finally:
+        upstream.close()
+
+
+def host() -> tether.Resource:
+    return tether.HostResource()
+
+
+def pool(upstream: tether.Resource, **options: Any) -> tether.Resource:
+    return over(tether.PoolResource, upstream, **options)
+
+
+def statistics(upstream: tether.Resource) -> tether.Resource:
+    return over(tether.StatisticsAdaptor, upstream)
+
+
+@dataclass(frozen=True)
+class Factory:
+    make: Callable[[], tether.Resource]
+    gpu: bool = False
+    capacity: int = 0
+    twins_share_frees: bool = False
+
+
+FACTORIES: dict[str, Factory] = {
+    # ---- host ------------------------------------------------------------------------------
+    "host": Factory(host),
+    "pool_host": Factory(lambda: pool(host())),
+    "pool_host_initial_max": Factory(lambda: pool(host(), initial_size="1 MiB", maximum_size="64 MiB",
+                                                  growth_size="256 KiB"), capacity=64 * MiB),
+    "pool_host_small_growth": Factory(lambda: pool(host(), growth_size="16 KiB")),
+    "pool_pool_host": Factory(lambda: pool(pool(host()))),
+    "statistics_host": Factory(lambda: statistics(host())),
+    "statistics_pool_host": Factory(lambda: statistics(pool(host()))),
+    "pool_statistics_host": Factory(lambda: pool(statistics(host()))),
+    # ---- CUDA (skipped without a device) ---------------------------------------------------
+    "cuda": Factory(lambda: tether.CudaResource(0), gpu=True, twins_share_frees=True),
+    "async": Factory(lambda: tether.AsyncResource(0), gpu=True, twins_share_frees=True),
+    "async_bounded": Factory(lambda: tether.AsyncResource(0, initial_pool_size="32 MiB",
+                                                          maximum_pool_size="512 MiB"),
+                             gpu=True, capacity=512 * MiB, twins_share_frees=True),
+    "async_default_pool": Factory(lambda: tether.AsyncResource(0, use_default_pool=True), gpu=True,
+                                  twins_share_frees=True),
+    "managed": Factory(lambda: tether.ManagedResource(0), gpu=True, twins_share_frees=True),
+    "pinned_host": Factory(lambda: tether.PinnedHostResource(0), gpu=True, twins_share_frees=True),
+    "pool_cuda": Factory(lambda: pool(tether.CudaResource(0)), gpu=True),
+    "pool_cuda_bounded": Factory(lambda: pool(tether.CudaResource(0), initial_size="4 MiB",
+                                              maximum_size="96 MiB"), gpu=True, capacity=96 * MiB),
+    "pool_async": Factory(lambda: pool(tether.AsyncResource(0)), gpu=True),
+    "pool_managed": Factory(lambda: pool(tether.ManagedResource(0)), gpu=True),
+    "pool_pinned_host": Factory(lambda: pool(tether.PinnedHostResource(0)), gpu=True),
+    "statistics_cuda": Factory(lambda: statistics(tether.CudaResource(0)), gpu=True),
+    "statistics_pool_async": Factory(lambda: statistics(pool(tether.AsyncResource(0))), gpu=True),
+    "pool_statistics_managed": Factory(lambda: pool(statistics(tether.ManagedResource(0))), gpu=True),
+}
+
+
+# ---- memory the host cannot touch: the CUDA driver (ctypes, device 0's primary context) --------
+
+class Driver:
+    """cuMemsetD8 / cuMemcpyDtoH in device 0's primary context (the one tether uses)."""
+
+    _instance: "Driver | None" = None
+
+    def __init__(self) -> None:
+        cu = ctypes.CDLL("libcuda.so.1")
+        self._cu = cu
+        cu.cuMemsetD8_v2.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t]
+        cu.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+        cu.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
+        cu.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        dev = ctypes.c_int()
+        self._ctx = ctypes.c_void_p()
+        self._ok(cu.cuInit(0), "cuInit")
+        self._ok(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+        self._ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(self._ctx), dev), "cuDevicePrimaryCtxRetain")
+
+    @classmethod
+    def get(cls) -> "Driver":
+        if cls._instance is None:
+            cls._instance = Driver()
+        return cls._instance
+
+    @staticmethod
+    def _ok(result: int, what: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{what} failed with CUresult {result}")
+
+    def _in_context(self, call: Callable[[], int], what: str) -> None:
+        self._ok(self._cu.cuCtxPushCurrent_v2(self._ctx), "cuCtxPushCurrent")
+        try:
+            self._ok(call(), what)
+            self._ok(self._cu.cuCtxSynchronize(), "cuCtxSynchronize")
+        finally:
+            popped = ctypes.c_void_p()
+            self._cu.cuCtxPopCurrent_v2(ctypes.byref(popped))
+
+    def memset(self, ptr: int, byte: int, n: int) -> None:
+        self._in_context(lambda: self._cu.cuMemsetD8_v2(ptr, byte, n), "cuMemsetD8")
+
+    def read(self, ptr: int, n: int) -> bytes:
+        out = ctypes.create_string_buffer(n)
+        self._in_context(lambda: self._cu.cuMemcpyDtoH_v2(out, ptr, n), "cuMemcpyDtoH")
+        return out.raw
