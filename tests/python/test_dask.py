@@ -214,6 +214,37 @@ def test_log_and_tracking_adaptors_in_the_stack(restore_host, tmp_path):
     assert len(lines) >= 3  # the header, the allocation and the free
 
 
+def test_log_and_tracking_adaptors_are_wired_in_order(restore_host, tmp_path, monkeypatch):
+    """The stack's order and the log file's name, with stand-ins for the adaptors
+    (statistics adaptors here; the real ones come from other branches)."""
+    calls = []
+
+    def logging_adaptor(upstream, path):
+        calls.append(("logging", upstream.spec, str(path)))
+        return tether.StatisticsAdaptor(upstream)
+
+    def tracking_adaptor(upstream, capture_stacks):
+        calls.append(("tracking", upstream.spec, capture_stacks))
+        return tether.StatisticsAdaptor(upstream)
+
+    monkeypatch.setattr(tether, "LoggingAdaptor", logging_adaptor, raising=False)
+    monkeypatch.setattr(tether, "TrackingAdaptor", tracking_adaptor, raising=False)
+    plugin = tether.dask.TetherSetup(SPEC, libraries=(), log_directory=str(tmp_path / "a" / "b"),
+                                     track_allocations=True)
+    w = fake_worker("tcp://10.0.0.1:4000")
+    plugin.setup(w)
+    try:
+        expected_log = str(tmp_path / "a" / "b" / "tether_tcp_10.0.0.1_4000.csv")
+        assert calls == [("logging", SPEC, expected_log), ("tracking", "statistics(" + SPEC + ")", False)]
+        assert (tmp_path / "a" / "b").is_dir()
+        current = tether.get_current_resource(tether.HOST)
+        assert current.spec == "statistics(statistics(statistics(" + SPEC + ")))"
+        current.close()
+        assert tether.dask.worker_metrics()["log_path"] == expected_log
+    finally:
+        plugin.teardown(w)
+
+
 def test_plugin_pickles_without_its_resources(restore_host):
     import pickle
     plugin = tether.dask.TetherSetup(SPEC, libraries=())
@@ -252,7 +283,7 @@ def _host_spec(dask_worker=None) -> str:
 
 def _cluster(**kwargs):
     return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                    dashboard_address=None, **kwargs)
+                                    dashboard_address=":0", **kwargs)
 
 
 def _wait_for_heartbeat_metric(client, addresses, timeout: float = 20.0) -> dict:
@@ -265,35 +296,41 @@ def _wait_for_heartbeat_metric(client, addresses, timeout: float = 20.0) -> dict
         time.sleep(0.2)
 
 
-def test_local_cluster_plugin_per_worker_pools_and_metrics():
-    with _cluster() as cluster, distributed.Client(cluster) as client:
-        client.register_plugin(tether.dask.TetherSetup(SPEC, libraries=()))
-        addresses = sorted(client.scheduler_info()["workers"])
-        assert len(addresses) == 2
-        results = {a: client.submit(_allocate_on_worker, 4096 * (i + 1), workers=[a], pure=False).result()
-                   for i, a in enumerate(addresses)}
-        assert len({r["pid"] for r in results.values()}) == 2  # one stack per worker process
-        assert all(r["spec"] == "statistics(" + SPEC + ")" for r in results.values())
-        figures = client.run(tether.dask.worker_metrics)
-        assert sorted(figures) == addresses
-        for i, a in enumerate(addresses):
-            f = figures[a]
-            assert f["pid"] == results[a]["pid"] and f["spec"] == SPEC and f["installed"]
-            assert f["statistics"]["total_bytes"] == 4096 * (i + 1)  # each worker counts only its own
-            assert f["statistics"]["total_count"] == 1 and f["statistics"]["current_bytes"] == 0
-            assert f["pools"][0]["pool_size"] == 1 << 20
-        beat = _wait_for_heartbeat_metric(client, addresses)
-        for i, a in enumerate(addresses):
-            assert beat[a] and beat[a]["total_bytes"] == 4096 * (i + 1) and beat[a]["pool_size"] == 1 << 20
-        client.unregister_worker_plugin(tether.dask.TetherSetup.name)
-        assert client.run(tether.dask.worker_metrics) == {a: {} for a in addresses}
-        assert client.run(_host_spec) == {a: "host" for a in addresses}  # back to the default
+@pytest.fixture(scope="module")
+def client():
+    """One cluster of two worker processes for the plugin tests (a start costs seconds)."""
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        yield c
 
 
-def test_local_cluster_bad_spec_fails_registration():
-    with _cluster() as cluster, distributed.Client(cluster) as client:
-        with pytest.raises(ValueError, match="unknown resource 'pol'"):
-            client.register_plugin(tether.dask.TetherSetup("pol(host)", libraries=()))
+def test_local_cluster_bad_spec_fails_registration(client):
+    with pytest.raises(ValueError, match="unknown resource 'pol'"):
+        client.register_plugin(tether.dask.TetherSetup("pol(host)", libraries=()))
+    assert all(v == {} for v in client.run(tether.dask.worker_metrics).values())
+
+
+def test_local_cluster_plugin_per_worker_pools_and_metrics(client):
+    client.register_plugin(tether.dask.TetherSetup(SPEC, libraries=()))
+    addresses = sorted(client.scheduler_info()["workers"])
+    assert len(addresses) == 2
+    results = {a: client.submit(_allocate_on_worker, 4096 * (i + 1), workers=[a], pure=False).result()
+               for i, a in enumerate(addresses)}
+    assert len({r["pid"] for r in results.values()}) == 2  # one stack per worker process
+    assert all(r["spec"] == "statistics(" + SPEC + ")" for r in results.values())
+    figures = client.run(tether.dask.worker_metrics)
+    assert sorted(figures) == addresses
+    for i, a in enumerate(addresses):
+        f = figures[a]
+        assert f["pid"] == results[a]["pid"] and f["spec"] == SPEC and f["installed"]
+        assert f["statistics"]["total_bytes"] == 4096 * (i + 1)  # each worker counts only its own
+        assert f["statistics"]["total_count"] == 1 and f["statistics"]["current_bytes"] == 0
+        assert f["pools"][0]["pool_size"] == 1 << 20
+    beat = _wait_for_heartbeat_metric(client, addresses)
+    for i, a in enumerate(addresses):
+        assert beat[a] and beat[a]["total_bytes"] == 4096 * (i + 1) and beat[a]["pool_size"] == 1 << 20
+    client.unregister_worker_plugin(tether.dask.TetherSetup.name)
+    assert client.run(tether.dask.worker_metrics) == {a: {} for a in addresses}
+    assert client.run(_host_spec) == {a: "host" for a in addresses}  # back to the default
 
 
 def test_local_cluster_preload():
@@ -334,15 +371,17 @@ def _torch_task() -> dict:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("library, task", [("cupy", _cupy_task), ("torch", _torch_task)])
-def test_local_cluster_cuda_spec_with_hooks(library, task):
+def test_local_cluster_cuda_spec_with_hooks(client, library, task):
     if importlib.util.find_spec(library) is None:
         pytest.skip(f"{library} is not installed")
     spec = "pool(cuda(), initial_size=64MiB)"
-    with _cluster() as cluster, distributed.Client(cluster) as client:
-        client.register_plugin(tether.dask.TetherSetup(spec, libraries=(library,)))
+    client.register_plugin(tether.dask.TetherSetup(spec, libraries=(library,)))
+    try:
         figures = client.run(tether.dask.worker_metrics)
         for f in figures.values():
             assert f["slot"] == 0 and f["hooks"] == [library] and f["pools"][0]["pool_size"] == 64 << 20
         out = client.submit(task, pure=False).result()
         assert out["sum"] == 1 << 20
         assert out["total_bytes"] >= 1 << 20  # the library's memory came through the worker's stack
+    finally:
+        client.unregister_worker_plugin(tether.dask.TetherSetup.name)
