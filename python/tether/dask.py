@@ -402,7 +402,8 @@ _preloaded: TetherSetup | None = None
 
 
 @click.command()
-@click.option("--tether-spec", required=True, help="The resource spec each worker builds, e.g. 'pool(cuda(), initial_size=80%%)'.")
+@click.option("--tether-spec", required=True,
+              help="The resource spec each worker builds, e.g. 'pool(cuda(), initial_size=80%%)'.")
 @click.option("--tether-libraries", default=",".join(DEFAULT_LIBRARIES), show_default=True,
               help="Comma-separated hooks to enable (torch, cupy, numba); '' for none.")
 @click.option("--tether-log-directory", default=None, help="Write one allocation log per worker here.")
