@@ -286,12 +286,16 @@ def _cluster(**kwargs):
                                     dashboard_address=":0", **kwargs)
 
 
-def _wait_for_heartbeat_metric(client, addresses, timeout: float = 20.0) -> dict:
+def _wait_for_heartbeat_metric(client, expected: dict, timeout: float = 20.0) -> dict:
+    """The workers' tether metric as the scheduler has it, once it shows ``expected``
+    ({address: {field: value}}) for every worker, or after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         workers = client.scheduler_info()["workers"]
-        found = {a: workers[a].get("metrics", {}).get(tether.dask.METRIC_NAME) for a in addresses}
-        if all(found.values()) or time.monotonic() > deadline:
+        found = {a: workers[a].get("metrics", {}).get(tether.dask.METRIC_NAME) or {} for a in expected}
+        if all(all(found[a].get(k) == v for k, v in want.items()) for a, want in expected.items()):
+            return found
+        if time.monotonic() > deadline:
             return found
         time.sleep(0.2)
 
@@ -325,9 +329,12 @@ def test_local_cluster_plugin_per_worker_pools_and_metrics(client):
         assert f["statistics"]["total_bytes"] == 4096 * (i + 1)  # each worker counts only its own
         assert f["statistics"]["total_count"] == 1 and f["statistics"]["current_bytes"] == 0
         assert f["pools"][0]["pool_size"] == 1 << 20
-    beat = _wait_for_heartbeat_metric(client, addresses)
-    for i, a in enumerate(addresses):
-        assert beat[a] and beat[a]["total_bytes"] == 4096 * (i + 1) and beat[a]["pool_size"] == 1 << 20
+    # The heartbeat carries the same figures to the scheduler (within a few heartbeats).
+    expected = {a: {"total_bytes": 4096 * (i + 1), "total_count": 1, "current_bytes": 0, "pool_size": 1 << 20}
+                for i, a in enumerate(addresses)}
+    assert _wait_for_heartbeat_metric(client, expected) == {
+        a: {**e, "peak_bytes": e["total_bytes"], "current_count": 0, "peak_count": 1,
+            "pool_free_bytes": 1 << 20} for a, e in expected.items()}
     client.unregister_worker_plugin(tether.dask.TetherSetup.name)
     assert client.run(tether.dask.worker_metrics) == {a: {} for a in addresses}
     assert client.run(_host_spec) == {a: "host" for a in addresses}  # back to the default
