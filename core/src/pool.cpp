@@ -65,6 +65,7 @@ namespace {
 using pool_detail::Block;
 using pool_detail::BlockTable;
 using pool_detail::Chunk;
+using pool_detail::Extent;
 using pool_detail::FreeIndex;
 using pool_detail::kGranule;
 
@@ -155,7 +156,7 @@ class PoolResource final : public Resource {
       try {
         Arena& a = host_arena_ != nullptr ? *host_arena_ : spare_records_;
         a.nodes.reserve(1);
-        Block* b = add_chunk(std::make_unique<Chunk>(), mem, initial, a);
+        Block* b = add_chunk(std::make_unique<Chunk>(), std::make_unique<Extent>(), mem, initial, a);
         ChunkGuard g(b->chunk);
         insert_free(a, b, host_arena_ != nullptr ? &host_arena_->settled : &untouched_);
       } catch (...) {
@@ -186,12 +187,16 @@ class PoolResource final : public Resource {
     }
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
-      if (settled && !leak) {
-        try {
-          upstream_->deallocate_for(id(), reinterpret_cast<void*>(c->addr), c->size, kGranule, 0);
-        } catch (...) {
-          // Nothing sensible to do in a destructor; the chunk is lost.
+      Extent* e = c->extent;
+      if (--e->chunks == 0) {  // the extent's last chunk: give the whole extent back
+        if (settled && !leak) {
+          try {
+            upstream_->deallocate_for(id(), reinterpret_cast<void*>(e->addr), e->size, kGranule, 0);
+          } catch (...) {
+            // Nothing sensible to do in a destructor; the extent is lost.
+          }
         }
+        delete e;
       }
       delete c;
       c = next;
@@ -225,6 +230,8 @@ class PoolResource final : public Resource {
     i.free_bytes = pool_size_ - used;
     i.chunk_count = chunk_count_;
     i.largest_free_block = largest_free();
+    i.free_blocks = untouched_.size();
+    for (const auto& a : arenas_) i.free_blocks += a->fresh.size() + a->settled.size();
     return i;
   }
 
@@ -389,23 +396,44 @@ class PoolResource final : public Resource {
     }
   }
 
-  // Link a new chunk of `size` bytes at `mem`; returns its one block (not
-  // indexed). Requires world_ (and a's lock, and a spare record in a).
-  Block* add_chunk(std::unique_ptr<Chunk> chunk, void* mem, std::size_t size, Arena& a) noexcept {
-    Chunk* c = chunk.release();
-    c->addr = reinterpret_cast<std::uintptr_t>(mem);
+  // Link a new extent of `size` bytes at `mem` (from upstream), as one
+  // chunk; returns its one block (not indexed). Requires world_ (and a's
+  // lock, and a spare record in a).
+  Block* add_chunk(std::unique_ptr<Chunk> chunk, std::unique_ptr<Extent> extent, void* mem, std::size_t size,
+                   Arena& a) noexcept {
+    Extent* e = extent.release();
+    e->addr = reinterpret_cast<std::uintptr_t>(mem);
+    e->size = size;
+    pool_size_ += size;
+    ++chunk_count_;
+    return link_chunk(chunk.release(), e, e->addr, size, a.nodes.get());
+  }
+
+  // Link chunk c as [addr, addr+size) of extent e, with b as its one block
+  // (not indexed). Requires world_.
+  Block* link_chunk(Chunk* c, Extent* e, std::uintptr_t addr, std::size_t size, Block* b) noexcept {
+    c->addr = addr;
     c->size = size;
+    c->extent = e;
+    ++e->chunks;
+    c->prev = nullptr;
     c->next = chunks_;
     if (chunks_ != nullptr) chunks_->prev = c;
     chunks_ = c;
-    Block* b = a.nodes.get();
-    b->addr = c->addr;
+    b->addr = addr;
     b->size = size;
     b->chunk = c;
+    b->prev_phys = b->next_phys = nullptr;
     c->first = b;
-    pool_size_ += size;
-    ++chunk_count_;
     return b;
+  }
+
+  // Unlink chunk c from the pool's list (its records stay valid). Requires world_.
+  void unlink_chunk(Chunk* c) noexcept {
+    if (c->prev != nullptr) c->prev->next = c->next; else chunks_ = c->next;
+    if (c->next != nullptr) c->next->prev = c->prev;
+    c->prev = c->next = nullptr;
+    --c->extent->chunks;
   }
 
   // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
@@ -424,6 +452,7 @@ class PoolResource final : public Resource {
   void* grow(World& world, Arena& a, std::size_t chunk_size, std::size_t n, std::size_t bytes,
              std::size_t alignment, owner_t owner, std::string& error) {
     auto chunk = std::make_unique<Chunk>();
+    auto extent = std::make_unique<Extent>();
     pending_ += chunk_size;  // counts against the maximum while unlocked
     world.unlock();
     void* mem = nullptr;
@@ -453,7 +482,7 @@ class PoolResource final : public Resource {
       }
       throw;
     }
-    Block* b = add_chunk(std::move(chunk), mem, chunk_size, a);
+    Block* b = add_chunk(std::move(chunk), std::move(extent), mem, chunk_size, a);
     ChunkGuard g(b->chunk);
     return carve(a, b, &a.settled, n, bytes, alignment, owner);
   }
@@ -490,21 +519,41 @@ class PoolResource final : public Resource {
     throw OutOfMemory(exhausted(r.bytes, r.alignment, upstream_error));
   }
 
-  // 1. Memory no stream has used: take a growth-sized piece of it, no wait
-  //    needed. Requires the world.
+  // 1. Memory no stream has used (untouched_: each block there is the one
+  //    block of its chunk): take a slab of it as a chunk of a's own, no
+  //    wait needed. Slabs grow geometrically with what a already took, so
+  //    a stream comes here a few times only and then works in its own
+  //    chunks, under its own chunk locks. Requires the world.
   void* take_untouched(Arena& a, const Request& r) {
     Block* b = untouched_.find(r.need);
     if (b == nullptr) return nullptr;
     reserve_records(a);
+    const std::size_t piece = slab_size(a, r.need);
+    std::unique_ptr<Chunk> rest_chunk;
+    if (b->size > piece && b->size - piece >= kGranule) rest_chunk = std::make_unique<Chunk>();  // may throw
     {
       ChunkGuard g(b->chunk);
       untouched_.remove(b);
-      const std::size_t piece = std::max(r.need, growth_);
-      if (b->size - piece >= kGranule && b->size > piece) insert_free(a, split(a, b, piece), &untouched_);
+      if (rest_chunk != nullptr) {
+        // b's chunk shrinks to the slab; the rest becomes a chunk of its own, still untouched.
+        Chunk* c = b->chunk;
+        Block* rest = link_chunk(rest_chunk.release(), c->extent, b->addr + piece, b->size - piece, a.nodes.get());
+        c->size = piece;
+        b->size = piece;
+        untouched_.insert(rest);
+      }
+      a.slab_bytes += b->size;
       insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
     }
     if (order_ != nullptr) record(a);
     return take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, kOwnClassScan);
+  }
+
+  // How much untouched memory arena a takes at once for a request of `need`:
+  // at least the growth size, then as much as a took so far (capped).
+  std::size_t slab_size(const Arena& a, std::size_t need) const noexcept {
+    const std::size_t s = std::max({need, growth_, std::min(a.slab_bytes, kMaxGeometricGrowth)});
+    return round_up(s, kGranule);
   }
 
   // 2. Another stream's settled block, once our stream waits on its event.
@@ -553,6 +602,9 @@ class PoolResource final : public Resource {
         insert_free(a, b, &a.fresh);
         moved = true;
       }
+      // Every free block is in a's indexes now: join the chunks of each
+      // extent again, so free neighbours across slab boundaries coalesce.
+      join_slabs(a);
       // The moved blocks are now this stream's: its event must cover the
       // waits just made, or a later taker that waits on it would miss them.
       if (moved || !a.fresh.empty()) record(a);
@@ -598,39 +650,94 @@ class PoolResource final : public Resource {
     return m;
   }
 
-  // Detach every wholly free chunk into `out` (to give back unlocked; records
-  // go to a's cache). The streams the chunk was freed on may be gone, so a
-  // stream-ordered pool makes stream 0 wait on their events (or, if some of
-  // those frees are not covered by an event yet, waits for the whole device
-  // once) and gives chunks back on stream 0. A failed wait stops the scan
-  // (error set). Requires the world.
+  // Join the chunks of every extent carved into slabs back into one chunk,
+  // merging the free blocks that meet at the seams (all of them are in a's
+  // indexes: take_everything moved them). Requires the world, which also
+  // keeps every chunk lock free (they are taken only under an arena mutex).
+  void join_slabs(Arena& a) noexcept {
+    std::vector<Chunk*> sliced;
+    try {
+      for (Chunk* c = chunks_; c != nullptr; c = c->next)
+        if (c->extent->chunks > 1) sliced.push_back(c);
+    } catch (...) {
+      return;  // no memory for the list: the slabs stay as they are, still correct
+    }
+    std::sort(sliced.begin(), sliced.end(), [](const Chunk* x, const Chunk* y) {
+      return x->extent != y->extent ? x->extent < y->extent : x->addr < y->addr;
+    });
+    for (std::size_t i = 1; i < sliced.size(); ++i) {
+      Chunk* lo = sliced[i - 1];
+      Chunk* hi = sliced[i];
+      if (lo->extent != hi->extent || lo->addr + lo->size != hi->addr) continue;
+      Block* last = lo->first;
+      while (last->next_phys != nullptr) last = last->next_phys;
+      for (Block* b = hi->first; b != nullptr; b = b->next_phys) b->chunk = lo;
+      Block* seam = hi->first;
+      last->next_phys = seam;
+      seam->prev_phys = last;
+      lo->size += hi->size;
+      lo->allocated += hi->allocated;
+      unlink_chunk(hi);
+      delete hi;
+      sliced[i] = lo;
+      if (last->index != nullptr && last->index == seam->index) {
+        FreeIndex* idx = last->index;
+        idx->remove(seam);
+        idx->remove(last);
+        last->size += seam->size;
+        last->next_phys = seam->next_phys;
+        if (last->next_phys != nullptr) last->next_phys->prev_phys = last;
+        a.nodes.put(seam);
+        idx->insert(last);
+      }
+    }
+  }
+
+  // Detach every extent whose chunks are all wholly free into `out` (to give
+  // back unlocked; records go to a's cache). The streams its memory was
+  // freed on may be gone, so a stream-ordered pool makes stream 0 wait on
+  // their events (or, if some of those frees are not covered by an event
+  // yet, waits for the whole device once) and gives extents back on stream
+  // 0. A failed wait detaches nothing (error set). Requires the world.
   void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error) {
     out.reserve(chunk_count_);
-    Waits waits(order_);
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = false;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next)
+      if (c->allocated != 0) c->extent->busy = true;
+    try {
+      Waits waits(order_);
+      for (Chunk* c = chunks_; c != nullptr; c = c->next) {
+        if (c->extent->busy) continue;
+        for (Block* b = c->first; b != nullptr; b = b->next_phys)
+          if (b->index->fresh()) waits.device();
+      }
+      for (Chunk* c = chunks_; c != nullptr; c = c->next) {
+        if (c->extent->busy) continue;
+        for (Block* b = c->first; b != nullptr; b = b->next_phys)
+          if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
+      }
+    } catch (...) {
+      error = std::current_exception();
+      return;
+    }
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
-      if (c->allocated == 0) {
-        try {
-          for (Block* b = c->first; b != nullptr; b = b->next_phys)
-            if (b->index->fresh()) waits.device();
-          for (Block* b = c->first; b != nullptr; b = b->next_phys)
-            if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
-        } catch (...) {
-          error = std::current_exception();
-          return;
-        }
+      if (!c->extent->busy) {
         for (Block* b = c->first; b != nullptr;) {
           Block* after = b->next_phys;
           b->index->remove(b);
           a.nodes.put(b);
           b = after;
         }
-        if (c->prev != nullptr) c->prev->next = c->next; else chunks_ = c->next;
-        if (c->next != nullptr) c->next->prev = c->prev;
-        pool_size_ -= c->size;
-        --chunk_count_;
-        out.push_back(Release{c->addr, c->size});
+        Extent* e = c->extent;
+        unlink_chunk(c);
         delete c;
+        if (e->chunks == 0) {
+          pool_size_ -= e->size;
+          --chunk_count_;
+          out.push_back(Release{e->addr, e->size});
+          delete e;
+        }
       }
       c = next;
     }

@@ -73,6 +73,7 @@ struct alignas(64) Arena {
   BlockTable table;                      // the blocks this arena handed out
   NodePool nodes;
   std::size_t used = 0;                  // bytes in the blocks of `table`
+  std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
 };
 
 class ChunkGuard {

@@ -35,6 +35,7 @@ struct PoolInfo {
   std::uint64_t free_bytes = 0;          // of pool_size, not allocated
   std::uint64_t largest_free_block = 0;  // biggest block available without growing
   std::uint64_t chunk_count = 0;         // chunks held from upstream
+  std::uint64_t free_blocks = 0;         // free blocks (pieces of free_bytes): 1 when unfragmented
 };
 
 // Throws Error(INVALID_ARGUMENT) if initial_size > maximum_size (when maximum set),
