@@ -415,6 +415,7 @@ class PoolResource final : public Resource {
     c->addr = addr;
     c->size = size;
     c->extent = e;
+    c->shared = order_ != nullptr;  // a host pool has one arena: its mutex is enough
     ++e->chunks;
     c->prev = nullptr;
     c->next = chunks_;

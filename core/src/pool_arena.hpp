@@ -76,10 +76,16 @@ struct alignas(64) Arena {
   std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
 };
 
+// Holds a chunk's lock while blocks of it are split, merged or re-indexed,
+// unless the chunk is not shared (a host pool's: its one arena's mutex is held).
 class ChunkGuard {
  public:
-  explicit ChunkGuard(Chunk* c) noexcept : c_(c) { c_->lock.lock(); }
-  ~ChunkGuard() { c_->lock.unlock(); }
+  explicit ChunkGuard(Chunk* c) noexcept : c_(c->shared ? c : nullptr) {
+    if (c_ != nullptr) c_->lock.lock();
+  }
+  ~ChunkGuard() {
+    if (c_ != nullptr) c_->lock.unlock();
+  }
   ChunkGuard(const ChunkGuard&) = delete;
   ChunkGuard& operator=(const ChunkGuard&) = delete;
 

@@ -81,6 +81,7 @@ struct alignas(64) Chunk {
   Chunk* next = nullptr;
   Extent* extent = nullptr;   // the upstream allocation it is part of
   SpinLock lock;              // guards addr/size/links/index of its blocks, and `allocated`
+  bool shared = true;         // false: one arena only (a host pool), whose mutex guards it all; no lock taken
 };
 
 }  // namespace tether::core::pool_detail
