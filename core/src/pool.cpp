@@ -15,6 +15,18 @@
 // paths (taking another stream's memory, growing, cross-stream frees, trim,
 // info) take the World: the pool mutex and every arena mutex in id order.
 //
+// Slabs and extents. An extent is one allocation from upstream, given back
+// whole; a chunk is a contiguous piece of one extent, the unit of physical
+// layout (blocks merge only within a chunk) and of the chunk lock. A grown
+// extent is one chunk. The initial size of a stream-ordered pool starts as
+// memory no stream has used (`untouched_`), which streams take in slabs, each
+// cut off as a chunk of its own: at least the growth size, then as much as
+// the stream already took (capped at kMaxGeometricGrowth), so each stream
+// comes back a few times only, and afterwards allocates and frees in its own
+// chunks without touching a lock or counter another stream uses. Running out
+// of memory joins the slabs of each extent again (join_slabs), so a request
+// as large as the initial size can still be served.
+//
 // Stream ordering. A block freed on stream A goes into A's `fresh` index and
 // is reused on A at once (stream order makes that safe). Every kRecordEvery
 // frees, A records its event (a CUDA event on A, recorded while A is surely
