@@ -820,6 +820,40 @@ void slabs_join_when_out_of_memory(bool bounded) {
   EXPECT_EQ(up->violations(), 0u);
 }
 
+TEST(PoolSlabs, SlabsJoinAroundAllocatedBlocks) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 8 * MiB, 8 * MiB, MiB);
+  void* kept = pool->allocate(256 * KiB, 0, 1);  // stays allocated in stream 1's slab, at its start
+  up->allocated(kept, 256 * KiB, 1);
+  for (core::stream_t s = 2; s <= 3; ++s) {
+    void* p = pool->allocate(256 * KiB, 0, s);
+    up->allocated(p, 256 * KiB, s);
+    up->freed(p, 256 * KiB, s);
+    pool->deallocate(p, 256 * KiB, 0, s);
+  }
+  // 7.5 MiB fits only in the free memory after `kept`, across three slab seams.
+  const std::size_t big = 7 * MiB + 512 * KiB;
+  void* p = pool->allocate(big, 0, 5);
+  up->allocated(p, big, 5);
+  EXPECT_EQ(p, static_cast<char*>(kept) + 256 * KiB);
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);  // the last 256 KiB
+  up->freed(p, big, 5);
+  pool->deallocate(p, big, 0, 5);
+  up->freed(kept, 256 * KiB, 1);
+  pool->deallocate(kept, 256 * KiB, 0, 1);
+  const core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.free_blocks, 2u);  // one chunk again, but freed on two streams: not merged before a wait
+  EXPECT_EQ(i.largest_free_block, 8 * MiB - 256 * KiB);
+  void* all = pool->allocate(8 * MiB, 0, 6);  // out of memory: takes both after waiting, merges them
+  up->allocated(all, 8 * MiB, 6);
+  EXPECT_EQ(all, kept);
+  EXPECT_EQ(up->violations(), 0u);
+  up->freed(all, 8 * MiB, 6);
+  pool->deallocate(all, 8 * MiB, 0, 6);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+}
+
 TEST(PoolSlabs, SlabsJoinWhenTheMaximumIsReached) { slabs_join_when_out_of_memory(true); }
 TEST(PoolSlabs, SlabsJoinWhenUpstreamRunsOut) { slabs_join_when_out_of_memory(false); }
 
