@@ -215,21 +215,7 @@ def test_pool_info_and_trim():
         pool.deallocate(p, 1000)
         assert pool.pool_info().free_bytes == pool.pool_info().pool_size
         pool.trim()
-        assert pool.pool_info() == tether.PoolInfo(0, 0, 0, 0, 0)
-
-
-def test_pool_info_counts_free_blocks():
-    with tether.PoolResource(tether.HostResource(), initial_size="1 MiB", maximum_size="1 MiB") as pool:
-        assert pool.pool_info().free_blocks == 1
-        q = 256 << 10
-        a, b, c = pool.allocate(q), pool.allocate(q), pool.allocate(q)
-        pool.deallocate(a, q)
-        assert pool.pool_info().free_blocks == 2  # a, and the tail
-        pool.deallocate(c, q)
-        assert pool.pool_info().free_blocks == 2  # c merged with the tail
-        pool.deallocate(b, q)
-        info = pool.pool_info()
-        assert info.free_blocks == 1 and info.largest_free_block == 1 << 20
+        assert pool.pool_info() == tether.PoolInfo(0, 0, 0, 0)
 
 
 def test_pool_rejects_initial_above_maximum():

@@ -48,11 +48,9 @@ typedef struct tether_pool_info {
   uint64_t largest_free_block;
   /** Chunks held from upstream. */
   uint64_t chunk_count;
-  /** Free blocks that free_bytes is split into (1: unfragmented; 0: nothing free). */
-  uint64_t free_blocks;
 } tether_pool_info_t;
 
-#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0, 0 }
+#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0 }
 
 /**
  * A coalescing pool over `upstream` (not taken: the pool retains it itself).
