@@ -142,10 +142,16 @@ fi
 : >"$OUT/bench.log"
 if [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
   step "bench_gpu_alloc (C ABI vs raw driver)" "$OUT/bench.log" \
-    timeout 240 "$BUILD/benchmarks/gpu/bench_gpu_alloc" "${TETHER_BENCH_OPS:-20000}" 5
+    timeout 300 "$BUILD/benchmarks/gpu/bench_gpu_alloc" "${TETHER_BENCH_OPS:-20000}" 5 8
 else
   SUMMARY+=("SKIPPED      bench_gpu_alloc (not built)")
 fi
+# The host pool on this (quiet, many-core) machine: vs glibc, the live sweep, footprint, threads.
+for b in bench_pool_vs_malloc bench_pool_vs_malloc_core; do
+  if [ -x "$BUILD/benchmarks/c/$b" ]; then
+    step "$b (host pool vs glibc)" "$OUT/bench.log" timeout 240 "$BUILD/benchmarks/c/$b" 1000000 5
+  fi
+done
 if [ "$PY_OK" = 1 ]; then
   step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
@@ -162,6 +168,7 @@ fi
   [ -f "$OUT/ctest-summary.tmp" ] && cat "$OUT/ctest-summary.tmp"
   grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
+  grep -E "target \(issue 13\)|target <=|^ratio " "$OUT/bench.log" | sed 's/^/    /'
   echo "logs: $OUT"
   [ $FAILED = 0 ] && echo "result: all steps passed" || echo "result: FAILED"
 } | tee "$OUT/summary.log"

@@ -65,6 +65,49 @@ static inline int bench_make_pattern(bench_pattern* p, size_t n_ops, uint64_t se
   return 0;
 }
 
+/* The steady-state pattern of the live-allocation sweep: `live` allocations
+   are made (untimed fill), then `pairs` steps each free a random live one and
+   allocate a new one in its place (timed), then all are freed. Sizes are
+   log-uniform in [min_size, max_size]. slot[i] is the live index step i frees
+   and size[i] what it allocates; fill[j] the sizes of the fill. */
+typedef struct bench_steady {
+  size_t live, pairs;
+  uint32_t* fill;
+  uint32_t* slot;
+  uint32_t* size;
+} bench_steady;
+
+static inline uint32_t bench_log_uniform(uint64_t* state, double lo, double hi) {
+  const double u = (double)(bench_next(state) >> 11) / 9007199254740992.0; /* [0, 1) */
+  return (uint32_t)exp(lo + u * (hi - lo));
+}
+
+/* Returns 0 on success, -1 if out of memory. */
+static inline int bench_make_steady(bench_steady* p, size_t live, size_t pairs, double min_size, double max_size,
+                                    uint64_t seed) {
+  size_t i;
+  uint64_t state = seed;
+  const double lo = log(min_size), hi = log(max_size);
+  p->live = live;
+  p->pairs = pairs;
+  p->fill = (uint32_t*)malloc(live * sizeof(uint32_t));
+  p->slot = (uint32_t*)malloc(pairs * sizeof(uint32_t));
+  p->size = (uint32_t*)malloc(pairs * sizeof(uint32_t));
+  if (p->fill == NULL || p->slot == NULL || p->size == NULL) return -1;
+  for (i = 0; i < live; ++i) p->fill[i] = bench_log_uniform(&state, lo, hi);
+  for (i = 0; i < pairs; ++i) {
+    p->slot[i] = (uint32_t)(bench_next(&state) % live);
+    p->size[i] = bench_log_uniform(&state, lo, hi);
+  }
+  return 0;
+}
+
+static inline void bench_free_steady(bench_steady* p) {
+  free(p->fill);
+  free(p->slot);
+  free(p->size);
+}
+
 static inline double bench_now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

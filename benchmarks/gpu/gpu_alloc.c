@@ -14,10 +14,21 @@
  *   tether pool(cuda)                 tether_pool_resource_create over tether_cuda_resource_create
  *   tether pool(async)                ... over an owned async pool
  *   tether async (default pool)       tether's async resource on the default pool (no tether pool)
+ *   tether pool(cuda|async), N GiB    the same pools with an initial size of N GiB (default 8), as
+ *                                     users size them (dask-cuda's rmm_pool_size, RMM's benchmarks)
  * Every thread has the primary context current (as a CUDA runtime user would).
  * tether calls go through the public C ABI only.
  *
- * usage: bench_gpu_alloc [ops per thread (default 20000)] [repetitions (default 5)]
+ * Then, one thread on one stream:
+ *   live-allocation sweep  steady state with 1,000 / 10,000 / 100,000 live allocations (sizes
+ *                          log-uniform 256 B - 64 KiB): each timed step frees a random live
+ *                          allocation and makes a new one; ns per pair and last/first ratio
+ *   footprint              a fresh pool with default options replays the random pattern:
+ *                          bytes it holds from upstream at the end (= its peak: a pool gives
+ *                          nothing back unasked) / peak bytes live
+ *
+ * usage: bench_gpu_alloc [ops per thread (default 20000)] [repetitions (default 5)] [initial GiB (default 8)] [quick]
+ *        quick: leave out the slow raw cuMemAlloc and cuMemAllocFromPoolAsync rows
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -177,6 +188,7 @@ typedef struct worker {
   pthread_barrier_t* start;
   void** live; /* BENCH_MAX_LIVE slots */
   size_t* sizes;
+  double begin, end; /* each thread times itself: the main thread may be descheduled past the barrier */
 } worker;
 
 static void* replay(void* arg) {
@@ -185,6 +197,7 @@ static void* replay(void* arg) {
   size_t n = 0, i;
   CU_CHECK(cu.CtxSetCurrent(g_ctx));
   pthread_barrier_wait(w->start);
+  w->begin = bench_now_ns();
   for (i = 0; i < pat->n_ops; ++i) {
     const bench_op op = pat->ops[i];
     if (op.is_alloc) {
@@ -203,6 +216,7 @@ static void* replay(void* arg) {
     w->c->free(w->c, w->live[n], w->sizes[n], w->stream);
   }
   CU_CHECK(cu.StreamSynchronize(w->stream));
+  w->end = bench_now_ns();
   return NULL;
 }
 
@@ -217,7 +231,7 @@ static double run_once(contender* c, int threads) {
   worker w[MAX_THREADS];
   pthread_barrier_t start;
   size_t pairs = 0;
-  double t0;
+  double t0, t1;
   int t;
   pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
   for (t = 0; t < threads; ++t) {
@@ -234,11 +248,15 @@ static double run_once(contender* c, int threads) {
     }
   }
   pthread_barrier_wait(&start);
-  t0 = bench_now_ns();
   for (t = 0; t < threads; ++t) pthread_join(tid[t], NULL);
-  t0 = bench_now_ns() - t0;
   pthread_barrier_destroy(&start);
-  return t0 / (double)pairs;
+  t0 = w[0].begin;
+  t1 = w[0].end;
+  for (t = 1; t < threads; ++t) {
+    if (w[t].begin < t0) t0 = w[t].begin;
+    if (w[t].end > t1) t1 = w[t].end;
+  }
+  return (t1 - t0) / (double)pairs;
 }
 
 /* Every measurement starts from an empty default pool, so no contender
@@ -259,13 +277,137 @@ static double measure(contender* c, int threads, int reps) {
   return bench_median(v, (size_t)reps);
 }
 
+/* ---- the live-allocation sweep ------------------------------------------------- */
+
+/* ns per free+allocate pair of the timed part of one steady-state run on stream 0's thread. */
+static double steady_once(contender* c, const bench_steady* p, CUstream s, void** live, size_t* sizes) {
+  size_t i;
+  double t0;
+  for (i = 0; i < p->live; ++i) {
+    live[i] = c->alloc(c, p->fill[i], s);
+    sizes[i] = p->fill[i];
+  }
+  t0 = bench_now_ns();
+  for (i = 0; i < p->pairs; ++i) {
+    const uint32_t k = p->slot[i];
+    c->free(c, live[k], sizes[k], s);
+    live[k] = c->alloc(c, p->size[i], s);
+    sizes[k] = p->size[i];
+  }
+  t0 = bench_now_ns() - t0;
+  for (i = 0; i < p->live; ++i) c->free(c, live[i], sizes[i], s);
+  CU_CHECK(cu.StreamSynchronize(s));
+  return t0 / (double)p->pairs;
+}
+
+static void sweep(contender* reference, contender* pool, contender* big, contender* big_async, int reps) {
+  enum { LEVELS = 3, N = 4 };
+  const size_t lives[LEVELS] = {1000, 10000, 100000};
+  const size_t pairs = 200000;
+  contender* cs[N] = {reference, pool, big, big_async};
+  double ns[N][LEVELS];
+  bench_steady pat[LEVELS];
+  void** live = (void**)malloc(100000 * sizeof(void*));
+  size_t* sizes = (size_t*)malloc(100000 * sizeof(size_t));
+  int i, l, r;
+  if (live == NULL || sizes == NULL) exit(1);
+  for (l = 0; l < LEVELS; ++l)
+    if (bench_make_steady(&pat[l], lives[l], pairs, 256.0, 65536.0, 0x5eedull + (uint64_t)l) != 0) exit(1);
+  printf("\nlive-allocation sweep: 1 thread, steady state, sizes log-uniform 256 B - 64 KiB, %zu timed free+allocate "
+         "pairs per level, median of %d\n",
+         pairs, reps);
+  printf("%-36s %12s %12s %12s %14s\n", "allocator", "1,000 live", "10,000 live", "100,000 live", "100k / 1k");
+  for (i = 0; i < N; ++i) {
+    printf("%-36s", cs[i]->name);
+    fflush(stdout);
+    for (l = 0; l < LEVELS; ++l) {
+      double v[64];
+      const int n = reps > 64 ? 64 : reps;
+      reset_default_pool();
+      (void)steady_once(cs[i], &pat[l], g_streams[0], live, sizes); /* warm-up */
+      for (r = 0; r < n; ++r) v[r] = steady_once(cs[i], &pat[l], g_streams[0], live, sizes);
+      ns[i][l] = bench_median(v, (size_t)n);
+      printf(" %12.1f", ns[i][l]);
+      fflush(stdout);
+    }
+    printf(" %13.3fx\n", ns[i][LEVELS - 1] / ns[i][0]);
+  }
+  printf("ratio to %s at the same live count:\n", reference->name);
+  for (i = 1; i < N; ++i) {
+    printf("%-36s", cs[i]->name);
+    for (l = 0; l < LEVELS; ++l) printf(" %11.3fx", ns[i][l] / ns[0][l]);
+    printf("\n");
+  }
+  for (i = 1; i < N; ++i) {
+    const double g = ns[i][LEVELS - 1] / ns[i][0];
+    printf("  target (issue 13): %-36s 100k / 1k = %.3f (target <= 1.5): %s\n", cs[i]->name, g,
+           g <= 1.5 ? "met" : "MISSED");
+  }
+  for (l = 0; l < LEVELS; ++l) bench_free_steady(&pat[l]);
+  free(live);
+  free(sizes);
+}
+
+/* ---- footprint ------------------------------------------------------------------ */
+
+/* A fresh pool with default options over `upstream` replays thread 0's random
+   pattern `reps` times on one stream: bytes held from upstream / peak bytes live. */
+static void footprint_of(const char* name, tether_resource_t* upstream, const bench_pattern* pat) {
+  contender c = {name, tether_alloc, tether_free, NULL};
+  tether_pool_info_t info = TETHER_POOL_INFO_INIT;
+  size_t n = 0, i, live_bytes = 0, peak = 0;
+  int r;
+  tether_check(tether_pool_resource_create(upstream, NULL, &c.resource), "footprint pool");
+  for (r = 0; r < 3; ++r) {
+    n = 0;
+    for (i = 0; i < pat->n_ops; ++i) {
+      const bench_op op = pat->ops[i];
+      if (op.is_alloc) {
+        g_live[0][n] = c.alloc(&c, op.arg, g_streams[0]);
+        g_sizes[0][n] = op.arg;
+        live_bytes += op.arg;
+        if (live_bytes > peak) peak = live_bytes;
+        ++n;
+      } else {
+        c.free(&c, g_live[0][op.arg], g_sizes[0][op.arg], g_streams[0]);
+        live_bytes -= g_sizes[0][op.arg];
+        --n;
+        g_live[0][op.arg] = g_live[0][n];
+        g_sizes[0][op.arg] = g_sizes[0][n];
+      }
+    }
+    while (n > 0) {
+      --n;
+      live_bytes -= g_sizes[0][n];
+      c.free(&c, g_live[0][n], g_sizes[0][n], g_streams[0]);
+    }
+  }
+  CU_CHECK(cu.StreamSynchronize(g_streams[0]));
+  tether_check(tether_resource_get_pool_info(c.resource, &info), "tether_resource_get_pool_info");
+  printf("  %-24s held %10.1f MiB in %3llu chunks, peak live %10.1f MiB: ratio %.3f (target <= 1.15): %s\n", name,
+         (double)info.pool_size / 1048576.0, (unsigned long long)info.chunk_count, (double)peak / 1048576.0,
+         (double)info.pool_size / (double)peak, (double)info.pool_size <= 1.15 * (double)peak ? "met" : "MISSED");
+  tether_resource_release(c.resource);
+}
+
+static void footprint(tether_resource_t* cuda, tether_resource_t* async, size_t ops) {
+  printf("\nfootprint: a fresh pool, default options, 1 thread, the random pattern (%zu ops) 3 times; "
+         "bytes held from upstream / peak bytes live\n",
+         ops);
+  footprint_of("tether pool(cuda)", cuda, &g_patterns[0]);
+  footprint_of("tether pool(async)", async, &g_patterns[0]);
+}
+
 int main(int argc, char** argv) {
   const size_t ops = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 20000;
   const int reps = argc > 2 ? atoi(argv[2]) : 5;
   const int thread_counts[] = {1, 4, 8};
   /* The contenders on the default pool run next to each other, before the
      tether pools take device memory of their own. */
-  enum { RAW, ASYNC, FROM_POOL, TETHER_DEFAULT, POOL_CUDA, POOL_ASYNC, N_CONTENDERS };
+  enum { RAW, ASYNC, FROM_POOL, TETHER_DEFAULT, POOL_CUDA, POOL_ASYNC, POOL_CUDA_BIG, POOL_ASYNC_BIG, N_CONTENDERS };
+  const double initial_gib = argc > 3 ? atof(argv[3]) : 8.0;
+  const int quick = argc > 4 && strcmp(argv[4], "quick") == 0;
+  char big_cuda_name[64], big_async_name[64];
   contender cs[N_CONTENDERS] = {
       {"raw cuMemAlloc/cuMemFree", raw_alloc, raw_free, NULL},
       {"raw cuMemAllocAsync (default pool)", async_alloc, async_free, NULL},
@@ -273,7 +415,10 @@ int main(int argc, char** argv) {
       {"tether async (default pool)", tether_alloc, tether_free, NULL},
       {"tether pool(cuda)", tether_alloc, tether_free, NULL},
       {"tether pool(async)", tether_alloc, tether_free, NULL},
+      {big_cuda_name, tether_alloc, tether_free, NULL},
+      {big_async_name, tether_alloc, tether_free, NULL},
   };
+  tether_pool_options_t big = TETHER_POOL_OPTIONS_INIT;
   double ns[N_CONTENDERS][3];
   tether_resource_t *cuda = NULL, *async = NULL;
   tether_async_options_t ao = TETHER_ASYNC_OPTIONS_INIT;
@@ -291,6 +436,11 @@ int main(int argc, char** argv) {
   tether_check(tether_async_resource_create(0, NULL, &async), "tether_async_resource_create");
   tether_check(tether_pool_resource_create(cuda, NULL, &cs[POOL_CUDA].resource), "pool over cuda");
   tether_check(tether_pool_resource_create(async, NULL, &cs[POOL_ASYNC].resource), "pool over async");
+  big.initial_size = (size_t)(initial_gib * 1073741824.0);
+  snprintf(big_cuda_name, sizeof big_cuda_name, "tether pool(cuda), %g GiB initial", initial_gib);
+  snprintf(big_async_name, sizeof big_async_name, "tether pool(async), %g GiB initial", initial_gib);
+  tether_check(tether_pool_resource_create(cuda, &big, &cs[POOL_CUDA_BIG].resource), "pool over cuda, initial size");
+  tether_check(tether_pool_resource_create(async, &big, &cs[POOL_ASYNC_BIG].resource), "pool over async, initial size");
   ao.use_default_pool = 1;
   tether_check(tether_async_resource_create(0, &ao, &cs[TETHER_DEFAULT].resource), "async on the default pool");
 
@@ -302,6 +452,10 @@ int main(int argc, char** argv) {
     printf("%-36s", cs[i].name);
     fflush(stdout);
     for (t = 0; t < 3; ++t) {
+      if (quick && (i == RAW || i == FROM_POOL)) {
+        ns[i][t] = 0.0; /* left out */
+        continue;
+      }
       ns[i][t] = measure(&cs[i], thread_counts[t], reps);
       printf(" %12.1f", ns[i][t]);
       fflush(stdout);
@@ -335,6 +489,22 @@ int main(int argc, char** argv) {
     printf("  pool(async) 8 threads aggregate / 1 thread       = %.3f (target <= 1.0): %s\n", a8,
            a8 <= 1.0 ? "met" : "MISSED");
   }
+  {
+    /* Issue 13: scaling with threads on own streams, with default options and with a large initial size. */
+    const int pools[] = {POOL_CUDA, POOL_ASYNC, POOL_CUDA_BIG, POOL_ASYNC_BIG};
+    size_t k;
+    printf("\ntargets (issue 13):\n");
+    printf("  %-36s 1 thread %.1f ns/pair (target <= 120): %s\n", cs[POOL_CUDA_BIG].name, ns[POOL_CUDA_BIG][0],
+           ns[POOL_CUDA_BIG][0] <= 120.0 ? "met" : "MISSED");
+    for (k = 0; k < sizeof pools / sizeof pools[0]; ++k) {
+      const double r4 = ns[pools[k]][1] / ns[pools[k]][0], r8 = ns[pools[k]][2] / ns[pools[k]][0];
+      printf("  %-36s 4 threads / 1 thread = %.3f (target <= 0.5): %s; 8 threads / 1 thread = %.3f (target <= 0.35): %s\n",
+             cs[pools[k]].name, r4, r4 <= 0.5 ? "met" : "MISSED", r8, r8 <= 0.35 ? "met" : "MISSED");
+    }
+  }
+  fflush(stdout);
+  sweep(&cs[ASYNC], &cs[POOL_CUDA], &cs[POOL_CUDA_BIG], &cs[POOL_ASYNC_BIG], reps);
+  footprint(cuda, async, ops);
 
   {
     /* Reference costs for stream-ordering designs: one event record, one

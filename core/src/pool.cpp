@@ -15,6 +15,18 @@
 // paths (taking another stream's memory, growing, cross-stream frees, trim,
 // info) take the World: the pool mutex and every arena mutex in id order.
 //
+// Slabs and extents. An extent is one allocation from upstream, given back
+// whole; a chunk is a contiguous piece of one extent, the unit of physical
+// layout (blocks merge only within a chunk) and of the chunk lock. A grown
+// extent is one chunk. The initial size of a stream-ordered pool starts as
+// memory no stream has used (`untouched_`), which streams take in slabs, each
+// cut off as a chunk of its own: at least the growth size, then as much as
+// the stream already took (capped at kMaxGeometricGrowth), so each stream
+// comes back a few times only, and afterwards allocates and frees in its own
+// chunks without touching a lock or counter another stream uses. Running out
+// of memory joins the slabs of each extent again (join_slabs), so a request
+// as large as the initial size can still be served.
+//
 // Stream ordering. A block freed on stream A goes into A's `fresh` index and
 // is reused on A at once (stream order makes that safe). Every kRecordEvery
 // frees, A records its event (a CUDA event on A, recorded while A is surely
@@ -34,6 +46,12 @@
 // it cannot be recorded now) they synchronise the device once instead.
 //
 // Upstream allocate/deallocate run with every lock released.
+//
+// Files: pool_block.hpp (block and chunk records), pool_free_index.hpp (the
+// size index), pool_block_table.hpp (the address table), pool_arena.hpp
+// (arenas and the block operations on them), pool_order.hpp (stream-ordering
+// waits); this file is the resource: construction, the fast paths, the slow
+// path's steps, trim and info.
 #include "tether_core/pool.hpp"
 
 #include <algorithm>
@@ -47,9 +65,9 @@
 #include <utility>
 #include <vector>
 
+#include "pool_arena.hpp"
 #include "pool_block.hpp"
-#include "pool_block_table.hpp"
-#include "pool_free_index.hpp"
+#include "pool_order.hpp"
 #include "tether_core/process.hpp"
 
 namespace tether::core {
@@ -59,6 +77,7 @@ namespace {
 using pool_detail::Block;
 using pool_detail::BlockTable;
 using pool_detail::Chunk;
+using pool_detail::Extent;
 using pool_detail::FreeIndex;
 using pool_detail::kGranule;
 
@@ -68,44 +87,8 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
 // How many blocks of a request's own size class are examined before growing.
 constexpr std::size_t kOwnClassScan = 16;
-// Records a carve may consume: a leading piece, a trailing piece, a new chunk's block.
-constexpr std::size_t kRecordsPerAllocation = 3;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) & ~(a - 1); }
-
-// Spare Block records, allocated in slabs and recycled through a free list.
-class NodePool {
- public:
-  void reserve(std::size_t k) {
-    while (spare_ < k) add_slab();
-  }
-  std::size_t spare() const noexcept { return spare_; }
-  Block* get() noexcept {  // requires reserve()
-    Block* b = free_;
-    free_ = b->links.next;
-    --spare_;
-    *b = Block{};
-    return b;
-  }
-  void put(Block* b) noexcept {
-    b->index = nullptr;
-    b->links.next = free_;
-    free_ = b;
-    ++spare_;
-  }
-
- private:
-  static constexpr std::size_t kSlab = 256;
-  void add_slab() {
-    slabs_.reserve(slabs_.size() + 1);
-    std::unique_ptr<Block[]> slab(new Block[kSlab]);
-    for (std::size_t i = 0; i < kSlab; ++i) put(&slab[i]);
-    slabs_.push_back(std::move(slab));
-  }
-  std::vector<std::unique_ptr<Block[]>> slabs_;
-  Block* free_ = nullptr;
-  std::size_t spare_ = 0;
-};
 
 // A chunk detached from the pool, to be given back to upstream unlocked (on stream 0).
 struct Release {
@@ -122,11 +105,6 @@ Properties pool_properties(const ResourcePtr& upstream) {
   return p;
 }
 
-// A stream's frees are covered by an event recorded on the stream every this
-// many frees (and at once when another stream asked for that stream's memory,
-// or when the pool is bounded or has run out: see "Stream ordering" above).
-constexpr unsigned kRecordEvery = 64;
-
 // Every pool gets a serial number, so per-thread caches keyed by it never
 // confuse a destroyed pool with a new one at the same address.
 std::atomic<std::uint64_t> g_pool_serial{0};
@@ -139,76 +117,17 @@ struct ArenaCacheEntry {
 // The arenas this thread used last, by (pool serial, stream).
 thread_local ArenaCacheEntry t_arena_cache[8];
 
-}  // namespace
-
-namespace pool_detail {
-
-// What one stream of a stream-ordered pool owns (a host pool has one arena):
-// the blocks it freed (fresh ones not yet covered by its event, settled ones
-// covered), the blocks it handed out, and spare records. Its mutex guards all
-// of that and the arena's fields; the chunk locks guard the physical layout.
-struct alignas(64) Arena {
-  Arena(stream_t s, std::size_t i) noexcept : stream(s), id(i), fresh(this, true), settled(this, false) {}
-  std::mutex mutex;
-  const stream_t stream;
-  const std::size_t id;  // creation order = lock order
-  FreeIndex fresh;
-  FreeIndex settled;
-  StreamOrder::event_t event = nullptr;  // recorded on `stream`; covers `settled`
-  unsigned unrecorded = 0;               // frees into `fresh` since the last record
-  bool record_requested = false;         // another stream wants this arena's fresh memory
-  BlockTable table;                      // the blocks this arena handed out
-  NodePool nodes;
-  std::size_t used = 0;                  // bytes in the blocks of `table`
-};
-
-}  // namespace pool_detail
-
-namespace {
-
 using pool_detail::Arena;
-using pool_detail::SpinLock;
-
-class ChunkGuard {
- public:
-  explicit ChunkGuard(Chunk* c) noexcept : c_(c) { c_->lock.lock(); }
-  ~ChunkGuard() { c_->lock.unlock(); }
-  ChunkGuard(const ChunkGuard&) = delete;
-  ChunkGuard& operator=(const ChunkGuard&) = delete;
-
- private:
-  Chunk* c_;
-};
-
-// Memory freed on stream A goes to another stream S only once A's work up to
-// the free is done. A may have been destroyed since (CuPy and PyTorch streams
-// die with their Python objects), and a destroyed stream's handle must never
-// be used, so S waits on A's event (recorded while A was surely alive: at a
-// free on A), never on A. The wait never blocks the host. Each arena is
-// waited for at most once per operation. Frees not covered by an event yet
-// (fresh blocks) can only be ordered by waiting for the whole device
-// (device()), once; every wait after that is a no-op.
-class Waits {
- public:
-  explicit Waits(StreamOrder* order) noexcept : order_(order), device_done_(order == nullptr) {}
-  void wait(stream_t waiter, const Arena* producer) {
-    if (device_done_ || producer->stream == waiter) return;
-    if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
-    if (producer->event == nullptr) return device();  // not reached: settled blocks exist only after a record
-    order_->wait_event(waiter, producer->event);
-    done_.push_back(producer);
-  }
-  void device() {
-    if (device_done_) return;
-    order_->synchronize_device();
-    device_done_ = true;
-  }
-
- private:
-  StreamOrder* order_;
-  bool device_done_;
-  std::vector<const Arena*> done_;
-};
+using pool_detail::ChunkGuard;
+using pool_detail::kRecordEvery;
+using pool_detail::Waits;
+using pool_detail::insert_free;
+using pool_detail::carve;
+using pool_detail::reserve_records;
+using pool_detail::settle;
+using pool_detail::split;
+using pool_detail::take;
+using pool_detail::take_own;
 
 class PoolResource final : public Resource {
  public:
@@ -249,7 +168,7 @@ class PoolResource final : public Resource {
       try {
         Arena& a = host_arena_ != nullptr ? *host_arena_ : spare_records_;
         a.nodes.reserve(1);
-        Block* b = add_chunk(std::make_unique<Chunk>(), mem, initial, a);
+        Block* b = add_chunk(std::make_unique<Chunk>(), std::make_unique<Extent>(), mem, initial, a);
         ChunkGuard g(b->chunk);
         insert_free(a, b, host_arena_ != nullptr ? &host_arena_->settled : &untouched_);
       } catch (...) {
@@ -280,12 +199,16 @@ class PoolResource final : public Resource {
     }
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
-      if (settled && !leak) {
-        try {
-          upstream_->deallocate_for(id(), reinterpret_cast<void*>(c->addr), c->size, kGranule, 0);
-        } catch (...) {
-          // Nothing sensible to do in a destructor; the chunk is lost.
+      Extent* e = c->extent;
+      if (--e->chunks == 0) {  // the extent's last chunk: give the whole extent back
+        if (settled && !leak) {
+          try {
+            upstream_->deallocate_for(id(), reinterpret_cast<void*>(e->addr), e->size, kGranule, 0);
+          } catch (...) {
+            // Nothing sensible to do in a destructor; the extent is lost.
+          }
         }
+        delete e;
       }
       delete c;
       c = next;
@@ -319,6 +242,8 @@ class PoolResource final : public Resource {
     i.free_bytes = pool_size_ - used;
     i.chunk_count = chunk_count_;
     i.largest_free_block = largest_free();
+    i.free_blocks = untouched_.size();
+    for (const auto& a : arenas_) i.free_blocks += a->fresh.size() + a->settled.size();
     return i;
   }
 
@@ -440,99 +365,6 @@ class PoolResource final : public Resource {
     return *a;
   }
 
-  // Everything an allocation by arena `a` may need besides memory, so that
-  // carving cannot fail half-way. Throws std::bad_alloc with nothing changed.
-  static void reserve_records(Arena& a) {
-    if (a.nodes.spare() < kRecordsPerAllocation + 1) a.nodes.reserve(kRecordsPerAllocation + 1);
-    a.table.reserve_one();
-  }
-
-  // Split b at `offset`; returns the new upper piece (not free, not indexed). Chunk lock held.
-  static Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
-    Block* c = a.nodes.get();
-    c->addr = b->addr + offset;
-    c->size = b->size - offset;
-    c->chunk = b->chunk;
-    c->prev_phys = b;
-    c->next_phys = b->next_phys;
-    if (c->next_phys != nullptr) c->next_phys->prev_phys = c;
-    b->next_phys = c;
-    b->size = offset;
-    return c;
-  }
-
-  // May a free neighbour in `other` merge into a block going into `idx`? Into
-  // its own index, and into a fresh index from the same arena's settled one
-  // (the merged block is then uncovered until the next record, which is
-  // conservative). Chunk lock held.
-  static bool mergeable(const FreeIndex* other, const FreeIndex* idx) noexcept {
-    return other == idx || (other != nullptr && idx->fresh() && other == &idx->owner()->settled);
-  }
-
-  // Put b (not indexed) into idx, merging it with neighbours that may join it
-  // (records of merged-away blocks go to a's cache). Chunk lock held.
-  static void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
-    if (Block* p = b->prev_phys; p != nullptr && mergeable(p->index, idx)) {
-      p->index->remove(p);
-      p->size += b->size;
-      p->next_phys = b->next_phys;
-      if (p->next_phys != nullptr) p->next_phys->prev_phys = p;
-      a.nodes.put(b);
-      b = p;
-    }
-    if (Block* n = b->next_phys; n != nullptr && mergeable(n->index, idx)) {
-      n->index->remove(n);
-      b->size += n->size;
-      b->next_phys = n->next_phys;
-      if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
-      a.nodes.put(n);
-    }
-    idx->insert(b);
-  }
-
-  // Hand out n bytes of free block b (already removed from `home`, the index
-  // it came from, and large enough for the alignment) as arena a's. Unused
-  // pieces go back to `home`: they were never touched by a's stream.
-  // Requires reserve_records(a) and b's chunk lock.
-  static void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size_t bytes,
-                     std::size_t alignment, owner_t owner) noexcept {
-    if (alignment > kGranule) {
-      const std::uintptr_t aligned = (b->addr + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
-      if (aligned != b->addr) {
-        Block* rest = split(a, b, aligned - b->addr);
-        insert_free(a, b, home);
-        b = rest;
-      }
-    }
-    if (b->size - n >= kGranule) insert_free(a, split(a, b, n), home);
-    b->index = nullptr;
-    b->request.bytes = bytes;
-    b->request.set(alignment, owner);
-    ++b->chunk->allocated;
-    a.table.insert(b->addr, b);
-    a.used += b->size;
-    return reinterpret_cast<void*>(b->addr);
-  }
-
-  // Take free block b out of idx and carve it for arena a.
-  static void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t bytes, std::size_t alignment,
-                    owner_t owner) {
-    reserve_records(a);  // may throw: nothing changed yet
-    ChunkGuard g(b->chunk);
-    idx->remove(b);
-    return carve(a, b, idx, n, bytes, alignment, owner);
-  }
-
-  // A block of arena a's own (a locked): O(1) in each index, then a bounded
-  // look at the request's own size class. nullptr if none fits.
-  static void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
-                        owner_t owner, std::size_t scan) {
-    for (FreeIndex* idx : {&a.fresh, &a.settled})
-      if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment, owner);
-    for (FreeIndex* idx : {&a.fresh, &a.settled})
-      if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment, owner);
-    return nullptr;
-  }
 
   // Record a's event on its stream (alive: the caller is using it right now)
   // and settle every fresh block under it. a locked.
@@ -540,15 +372,6 @@ class PoolResource final : public Resource {
     if (a.event == nullptr) a.event = order_->create_event();
     order_->record_event(a.event, a.stream);
     settle(a);
-  }
-  static void settle(Arena& a) noexcept {
-    while (Block* b = a.fresh.any()) {
-      ChunkGuard g(b->chunk);
-      a.fresh.remove(b);
-      insert_free(a, b, &a.settled);
-    }
-    a.unrecorded = 0;
-    a.record_requested = false;
   }
 
   // Free the block in `owner`'s table at `slot` on arena a's stream. Both locked.
@@ -585,23 +408,45 @@ class PoolResource final : public Resource {
     }
   }
 
-  // Link a new chunk of `size` bytes at `mem`; returns its one block (not
-  // indexed). Requires world_ (and a's lock, and a spare record in a).
-  Block* add_chunk(std::unique_ptr<Chunk> chunk, void* mem, std::size_t size, Arena& a) noexcept {
-    Chunk* c = chunk.release();
-    c->addr = reinterpret_cast<std::uintptr_t>(mem);
+  // Link a new extent of `size` bytes at `mem` (from upstream), as one
+  // chunk; returns its one block (not indexed). Requires world_ (and a's
+  // lock, and a spare record in a).
+  Block* add_chunk(std::unique_ptr<Chunk> chunk, std::unique_ptr<Extent> extent, void* mem, std::size_t size,
+                   Arena& a) noexcept {
+    Extent* e = extent.release();
+    e->addr = reinterpret_cast<std::uintptr_t>(mem);
+    e->size = size;
+    pool_size_ += size;
+    ++chunk_count_;
+    return link_chunk(chunk.release(), e, e->addr, size, a.nodes.get());
+  }
+
+  // Link chunk c as [addr, addr+size) of extent e, with b as its one block
+  // (not indexed). Requires world_.
+  Block* link_chunk(Chunk* c, Extent* e, std::uintptr_t addr, std::size_t size, Block* b) noexcept {
+    c->addr = addr;
     c->size = size;
+    c->extent = e;
+    c->shared = order_ != nullptr;  // a host pool has one arena: its mutex is enough
+    ++e->chunks;
+    c->prev = nullptr;
     c->next = chunks_;
     if (chunks_ != nullptr) chunks_->prev = c;
     chunks_ = c;
-    Block* b = a.nodes.get();
-    b->addr = c->addr;
+    b->addr = addr;
     b->size = size;
     b->chunk = c;
+    b->prev_phys = b->next_phys = nullptr;
     c->first = b;
-    pool_size_ += size;
-    ++chunk_count_;
     return b;
+  }
+
+  // Unlink chunk c from the pool's list (its records stay valid). Requires world_.
+  void unlink_chunk(Chunk* c) noexcept {
+    if (c->prev != nullptr) c->prev->next = c->next; else chunks_ = c->next;
+    if (c->next != nullptr) c->next->prev = c->prev;
+    c->prev = c->next = nullptr;
+    --c->extent->chunks;
   }
 
   // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
@@ -620,6 +465,7 @@ class PoolResource final : public Resource {
   void* grow(World& world, Arena& a, std::size_t chunk_size, std::size_t n, std::size_t bytes,
              std::size_t alignment, owner_t owner, std::string& error) {
     auto chunk = std::make_unique<Chunk>();
+    auto extent = std::make_unique<Extent>();
     pending_ += chunk_size;  // counts against the maximum while unlocked
     world.unlock();
     void* mem = nullptr;
@@ -649,56 +495,102 @@ class PoolResource final : public Resource {
       }
       throw;
     }
-    Block* b = add_chunk(std::move(chunk), mem, chunk_size, a);
+    Block* b = add_chunk(std::move(chunk), std::move(extent), mem, chunk_size, a);
     ChunkGuard g(b->chunk);
     return carve(a, b, &a.settled, n, bytes, alignment, owner);
   }
 
-  // The allocation arena a could not serve from its own blocks.
+  // What an allocation asks for, passed along the slow path's steps.
+  struct Request {
+    std::size_t n;      // bytes rounded up to whole granules
+    std::size_t need;   // n plus room to align
+    std::size_t bytes;  // as asked
+    std::size_t alignment;
+    owner_t owner;
+  };
+
+  // The allocation arena a could not serve from its own blocks: each step
+  // below, in order, until one succeeds. Requires nothing locked.
   void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
                       owner_t owner) {
+    const Request r{n, need, bytes, alignment, owner};
     World world(*this);
-    const stream_t stream = a.stream;
     // 0. Our own blocks again (another thread on our stream may have freed some).
-    if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;
-    // 1. Memory no stream has used: take a growth-sized piece of it, no wait needed.
-    if (Block* b = untouched_.find(need)) {
-      reserve_records(a);
-      {
-        ChunkGuard g(b->chunk);
-        untouched_.remove(b);
-        const std::size_t piece = std::max(need, growth_);
-        if (b->size - piece >= kGranule && b->size > piece) insert_free(a, split(a, b, piece), &untouched_);
-        insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
-      }
-      if (order_ != nullptr) record(a);
-      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;
-    }
-    // 2. Another stream's settled block, once our stream waits on its event.
-    //    Streams with uncovered frees are asked to record at their next free.
+    if (void* p = take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, kOwnClassScan)) return p;
+    if (void* p = take_untouched(a, r)) return p;
     Waits waits(order_);
-    if (order_ != nullptr) {
-      for (const auto& other : arenas_) {
-        if (other.get() == &a) continue;
-        if (Block* b = other->settled.find(need)) {
-          reserve_records(a);
-          waits.wait(stream, other.get());
-          return take(a, b, &other->settled, n, bytes, alignment, owner);
-        }
-        if (!other->fresh.empty()) other->record_requested = true;
-      }
-    }
-    if (limited_ && need > maximum_) throw OutOfMemory(exhausted(bytes, alignment, ""));
+    if (void* p = take_settled_elsewhere(a, r, waits)) return p;
+    if (limited_ && r.need > maximum_) throw OutOfMemory(exhausted(r.bytes, r.alignment, ""));
     // 3. Grow.
     std::string upstream_error;
-    const std::size_t chunk = growth_for(need);
+    const std::size_t chunk = growth_for(r.need);
     if (chunk != 0) {
-      if (void* p = grow(world, a, chunk, n, bytes, alignment, owner, upstream_error)) return p;
+      if (void* p = grow(world, a, chunk, r.n, r.bytes, r.alignment, r.owner, upstream_error)) return p;
     }
-    // 4. Out of memory: from now on every free is covered at once. Make every
-    //    stream's free memory ours (waiting on each one's event, or once on
-    //    the whole device if some frees are not covered yet), so it
-    //    coalesces; look again.
+    if (void* p = take_everything(a, r, waits)) return p;
+    if (void* p = release_and_grow(world, a, r, chunk, upstream_error)) return p;
+    throw OutOfMemory(exhausted(r.bytes, r.alignment, upstream_error));
+  }
+
+  // 1. Memory no stream has used (untouched_: each block there is the one
+  //    block of its chunk): take a slab of it as a chunk of a's own, no
+  //    wait needed. Slabs grow geometrically with what a already took, so
+  //    a stream comes here a few times only and then works in its own
+  //    chunks, under its own chunk locks. Requires the world.
+  void* take_untouched(Arena& a, const Request& r) {
+    Block* b = untouched_.find(r.need);
+    if (b == nullptr) return nullptr;
+    reserve_records(a);
+    const std::size_t piece = slab_size(a, r.need);
+    std::unique_ptr<Chunk> rest_chunk;
+    if (b->size > piece && b->size - piece >= kGranule) rest_chunk = std::make_unique<Chunk>();  // may throw
+    {
+      ChunkGuard g(b->chunk);
+      untouched_.remove(b);
+      if (rest_chunk != nullptr) {
+        // b's chunk shrinks to the slab; the rest becomes a chunk of its own, still untouched.
+        Chunk* c = b->chunk;
+        Block* rest = link_chunk(rest_chunk.release(), c->extent, b->addr + piece, b->size - piece, a.nodes.get());
+        c->size = piece;
+        b->size = piece;
+        untouched_.insert(rest);
+      }
+      a.slab_bytes += b->size;
+      insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
+    }
+    if (order_ != nullptr) record(a);
+    return take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, kOwnClassScan);
+  }
+
+  // How much untouched memory arena a takes at once for a request of `need`:
+  // at least the growth size, then as much as a took so far (capped).
+  std::size_t slab_size(const Arena& a, std::size_t need) const noexcept {
+    const std::size_t s = std::max({need, growth_, std::min(a.slab_bytes, kMaxGeometricGrowth)});
+    return round_up(s, kGranule);
+  }
+
+  // 2. Another stream's settled block, once our stream waits on its event.
+  //    Streams with uncovered frees are asked to record at their next free.
+  //    Requires the world.
+  void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits) {
+    if (order_ == nullptr) return nullptr;
+    for (const auto& other : arenas_) {
+      if (other.get() == &a) continue;
+      if (Block* b = other->settled.find(r.need)) {
+        reserve_records(a);
+        waits.wait(a.stream, other.get());
+        return take(a, b, &other->settled, r.n, r.bytes, r.alignment, r.owner);
+      }
+      if (!other->fresh.empty()) other->record_requested = true;
+    }
+    return nullptr;
+  }
+
+  // 4. Out of memory: from now on every free is covered at once. Make every
+  //    stream's free memory a's (waiting on each one's event, or once on the
+  //    whole device if some frees are not covered yet), so it coalesces; look
+  //    again, at every block. Requires the world.
+  void* take_everything(Arena& a, const Request& r, Waits& waits) {
     eager_ = true;
     if (order_ != nullptr) {
       bool moved = false;
@@ -706,7 +598,7 @@ class PoolResource final : public Resource {
         if (other.get() != &a && !other->fresh.empty()) waits.device();
       for (const auto& other : arenas_) {
         if (other.get() == &a || (other->fresh.empty() && other->settled.empty())) continue;
-        waits.wait(stream, other.get());
+        waits.wait(a.stream, other.get());
         for (FreeIndex* idx : {&other->fresh, &other->settled}) {
           while (Block* b = idx->any()) {
             ChunkGuard g(b->chunk);
@@ -723,12 +615,19 @@ class PoolResource final : public Resource {
         insert_free(a, b, &a.fresh);
         moved = true;
       }
+      // Every free block is in a's indexes now: join the chunks of each
+      // extent again, so free neighbours across slab boundaries coalesce.
+      join_slabs(a);
       // The moved blocks are now this stream's: its event must cover the
       // waits just made, or a later taker that waits on it would miss them.
       if (moved || !a.fresh.empty()) record(a);
     }
-    if (void* p = take_own(a, n, need, bytes, alignment, owner, SIZE_MAX)) return p;
-    // 5. Give wholly free chunks back and ask for exactly what is needed.
+    return take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, SIZE_MAX);
+  }
+
+  // 5. Give wholly free chunks back and ask upstream for exactly what is
+  //    needed (`tried`: the chunk size step 3 asked for). Requires the world.
+  void* release_and_grow(World& world, Arena& a, const Request& r, std::size_t tried, std::string& upstream_error) {
     std::vector<Release> released;
     std::exception_ptr error;
     detach_free_chunks(a, released, error);
@@ -738,11 +637,11 @@ class PoolResource final : public Resource {
       world.lock();
     }
     if (error) std::rethrow_exception(error);
-    const bool fits = !limited_ || (pool_size_ + pending_ <= maximum_ && need <= maximum_ - pool_size_ - pending_);
-    if (fits && (!released.empty() || chunk != need)) {
-      if (void* p = grow(world, a, need, n, bytes, alignment, owner, upstream_error)) return p;
-    }
-    throw OutOfMemory(exhausted(bytes, alignment, upstream_error));
+    const bool fits =
+        !limited_ || (pool_size_ + pending_ <= maximum_ && r.need <= maximum_ - pool_size_ - pending_);
+    if (fits && (!released.empty() || tried != r.need))
+      return grow(world, a, r.need, r.n, r.bytes, r.alignment, r.owner, upstream_error);
+    return nullptr;
   }
 
   // Requires the world.
@@ -764,39 +663,94 @@ class PoolResource final : public Resource {
     return m;
   }
 
-  // Detach every wholly free chunk into `out` (to give back unlocked; records
-  // go to a's cache). The streams the chunk was freed on may be gone, so a
-  // stream-ordered pool makes stream 0 wait on their events (or, if some of
-  // those frees are not covered by an event yet, waits for the whole device
-  // once) and gives chunks back on stream 0. A failed wait stops the scan
-  // (error set). Requires the world.
+  // Join the chunks of every extent carved into slabs back into one chunk,
+  // merging the free blocks that meet at the seams (all of them are in a's
+  // indexes: take_everything moved them). Requires the world, which also
+  // keeps every chunk lock free (they are taken only under an arena mutex).
+  void join_slabs(Arena& a) noexcept {
+    std::vector<Chunk*> sliced;
+    try {
+      for (Chunk* c = chunks_; c != nullptr; c = c->next)
+        if (c->extent->chunks > 1) sliced.push_back(c);
+    } catch (...) {
+      return;  // no memory for the list: the slabs stay as they are, still correct
+    }
+    std::sort(sliced.begin(), sliced.end(), [](const Chunk* x, const Chunk* y) {
+      return x->extent != y->extent ? x->extent < y->extent : x->addr < y->addr;
+    });
+    for (std::size_t i = 1; i < sliced.size(); ++i) {
+      Chunk* lo = sliced[i - 1];
+      Chunk* hi = sliced[i];
+      if (lo->extent != hi->extent || lo->addr + lo->size != hi->addr) continue;
+      Block* last = lo->first;
+      while (last->next_phys != nullptr) last = last->next_phys;
+      for (Block* b = hi->first; b != nullptr; b = b->next_phys) b->chunk = lo;
+      Block* seam = hi->first;
+      last->next_phys = seam;
+      seam->prev_phys = last;
+      lo->size += hi->size;
+      lo->allocated += hi->allocated;
+      unlink_chunk(hi);
+      delete hi;
+      sliced[i] = lo;
+      if (last->index != nullptr && last->index == seam->index) {
+        FreeIndex* idx = last->index;
+        idx->remove(seam);
+        idx->remove(last);
+        last->size += seam->size;
+        last->next_phys = seam->next_phys;
+        if (last->next_phys != nullptr) last->next_phys->prev_phys = last;
+        a.nodes.put(seam);
+        idx->insert(last);
+      }
+    }
+  }
+
+  // Detach every extent whose chunks are all wholly free into `out` (to give
+  // back unlocked; records go to a's cache). The streams its memory was
+  // freed on may be gone, so a stream-ordered pool makes stream 0 wait on
+  // their events (or, if some of those frees are not covered by an event
+  // yet, waits for the whole device once) and gives extents back on stream
+  // 0. A failed wait detaches nothing (error set). Requires the world.
   void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error) {
     out.reserve(chunk_count_);
-    Waits waits(order_);
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = false;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next)
+      if (c->allocated != 0) c->extent->busy = true;
+    try {
+      Waits waits(order_);
+      for (Chunk* c = chunks_; c != nullptr; c = c->next) {
+        if (c->extent->busy) continue;
+        for (Block* b = c->first; b != nullptr; b = b->next_phys)
+          if (b->index->fresh()) waits.device();
+      }
+      for (Chunk* c = chunks_; c != nullptr; c = c->next) {
+        if (c->extent->busy) continue;
+        for (Block* b = c->first; b != nullptr; b = b->next_phys)
+          if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
+      }
+    } catch (...) {
+      error = std::current_exception();
+      return;
+    }
     for (Chunk* c = chunks_; c != nullptr;) {
       Chunk* next = c->next;
-      if (c->allocated == 0) {
-        try {
-          for (Block* b = c->first; b != nullptr; b = b->next_phys)
-            if (b->index->fresh()) waits.device();
-          for (Block* b = c->first; b != nullptr; b = b->next_phys)
-            if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
-        } catch (...) {
-          error = std::current_exception();
-          return;
-        }
+      if (!c->extent->busy) {
         for (Block* b = c->first; b != nullptr;) {
           Block* after = b->next_phys;
           b->index->remove(b);
           a.nodes.put(b);
           b = after;
         }
-        if (c->prev != nullptr) c->prev->next = c->next; else chunks_ = c->next;
-        if (c->next != nullptr) c->next->prev = c->prev;
-        pool_size_ -= c->size;
-        --chunk_count_;
-        out.push_back(Release{c->addr, c->size});
+        Extent* e = c->extent;
+        unlink_chunk(c);
         delete c;
+        if (e->chunks == 0) {
+          pool_size_ -= e->size;
+          --chunk_count_;
+          out.push_back(Release{e->addr, e->size});
+          delete e;
+        }
       }
       c = next;
     }

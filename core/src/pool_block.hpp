@@ -19,6 +19,7 @@ inline constexpr unsigned kGranuleShift = 8;
 
 class FreeIndex;
 struct Chunk;
+struct Extent;
 struct Arena;
 
 // Guards the physical layout of one chunk (block sizes, neighbour links, and
@@ -56,15 +57,31 @@ struct alignas(64) Block {
 };
 static_assert(sizeof(Block) == 64, "a block record is one cache line");
 
-// One allocation from upstream, carved into blocks.
-struct Chunk {
+// One allocation from upstream. It is given back whole, once every chunk
+// carved from it is wholly free.
+struct Extent {
+  std::uintptr_t addr = 0;
+  std::size_t size = 0;
+  std::size_t chunks = 0;  // chunks that tile it
+  bool busy = false;       // scratch for the world-locked scans
+};
+
+// A contiguous piece of one extent, carved into blocks: the unit of physical
+// layout and of locking. A grown extent is one chunk. A large extent no stream
+// has used yet (the initial size of a stream-ordered pool) is handed to the
+// streams in slabs, each its own chunk, so threads on different streams never
+// share a chunk lock or counter; blocks coalesce within a chunk only, and the
+// out-of-memory step joins the chunks of an extent again. Own cache line.
+struct alignas(64) Chunk {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
   std::size_t allocated = 0;  // allocated blocks in it: 0 means wholly free
   Block* first = nullptr;     // lowest-addressed block (never merged away)
   Chunk* prev = nullptr;      // the pool's list of chunks
   Chunk* next = nullptr;
+  Extent* extent = nullptr;   // the upstream allocation it is part of
   SpinLock lock;              // guards addr/size/links/index of its blocks, and `allocated`
+  bool shared = true;         // false: one arena only (a host pool), whose mutex guards it all; no lock taken
 };
 
 }  // namespace tether::core::pool_detail

@@ -30,6 +30,7 @@ class FreeIndex {
   Arena* owner() const noexcept { return owner_; }
   bool fresh() const noexcept { return fresh_; }
   bool empty() const noexcept { return first_level_ == 0; }
+  std::size_t size() const noexcept { return count_; }  // blocks in the index
 
   void insert(Block* b) noexcept {
     unsigned fl, sl;
@@ -42,6 +43,7 @@ class FreeIndex {
     head = b;
     first_level_ |= std::uint64_t{1} << fl;
     second_level_[fl] |= 1u << sl;
+    ++count_;
   }
 
   void remove(Block* b) noexcept {
@@ -58,6 +60,7 @@ class FreeIndex {
     }
     if (b->links.next != nullptr) b->links.next->links.prev = b->links.prev;
     b->index = nullptr;
+    --count_;
   }
 
   // A block of at least `bytes`, in O(1), or nullptr. It stays in the index.
@@ -132,6 +135,7 @@ class FreeIndex {
 
   Arena* const owner_;
   const bool fresh_;
+  std::size_t count_ = 0;
   std::uint64_t first_level_ = 0;
   std::uint32_t second_level_[kFirst] = {};
   Block* heads_[kFirst][kSecond] = {};

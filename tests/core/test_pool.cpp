@@ -653,12 +653,13 @@ TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrdered) { random_cross_stream_r
 TEST(PoolStreams, RandomCrossStreamReuseIsAlwaysOrderedWhenRecordingLazily) { random_cross_stream_reuse(false); }
 
 // Threads on their own streams share a pool too small for all of them: it
-// must hand memory across streams, always after a wait.
-void concurrent_streams_reuse(bool bounded) {
+// must hand memory across streams, always after a wait. With `initial`, the
+// memory starts as one initial size that the streams share out in slabs.
+void concurrent_streams_reuse(bool bounded, std::size_t initial = 0) {
   auto up = std::make_shared<test::OrderedUpstream>();
   if (!bounded) up->set_limit(MiB);
   {
-    auto pool = make_pool(up, 0, bounded ? MiB : 0, 64 * KiB);
+    auto pool = make_pool(up, initial, bounded ? MiB : 0, 64 * KiB);
     std::vector<std::thread> threads;
     std::atomic<int> errors{0};
     for (int t = 0; t < 4; ++t) {
@@ -704,5 +705,194 @@ void concurrent_streams_reuse(bool bounded) {
 
 TEST(PoolStreams, ConcurrentStreamsReuseSafely) { concurrent_streams_reuse(true); }
 TEST(PoolStreams, ConcurrentStreamsReuseSafelyWhenRecordingLazily) { concurrent_streams_reuse(false); }
+TEST(PoolSlabs, ConcurrentStreamsShareAnInitialSizeSafely) { concurrent_streams_reuse(true, MiB); }
+TEST(PoolSlabs, ConcurrentStreamsShareAnInitialSizeSafelyWhenRecordingLazily) { concurrent_streams_reuse(false, MiB); }
+
+// ---- info: free blocks; growth after an initial size -------------------------
+
+TEST(Pool, InfoCountsFreeBlocks) {
+  auto pool = make_pool(core::make_host_resource(), MiB, MiB);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+  const std::size_t q = MiB / 4;
+  void* a = pool->allocate(q, 0, 0);
+  void* b = pool->allocate(q, 0, 0);
+  void* c = pool->allocate(q, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);  // the tail
+  pool->deallocate(a, q, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 2u);  // a, the tail
+  pool->deallocate(c, q, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 2u);  // a, c merged with the tail
+  pool->deallocate(b, q, 0, 0);
+  const core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.free_blocks, 1u);  // all one again
+  EXPECT_EQ(i.largest_free_block, MiB);
+  EXPECT_EQ(i.free_bytes, MiB);
+}
+
+TEST(Pool, GrowsUpToTheMaximumAfterAnInitialSize) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, MiB, 4 * MiB);  // default growth
+  void* a = pool->allocate(MiB, 0, 0);            // the initial chunk
+  void* b = pool->allocate(2 * MiB, 0, 0);        // grows
+  void* c = pool->allocate(MiB, 0, 0);            // grows to the maximum exactly
+  core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.pool_size, 4 * MiB);
+  EXPECT_EQ(i.free_bytes, 0u);
+  EXPECT_THROW(pool->allocate(256, 0, 0), core::OutOfMemory);
+  EXPECT_LE(core::statistics_of(*stats).peak_bytes, 4 * MiB);
+  pool->deallocate(b, 2 * MiB, 0, 0);
+  void* d = pool->allocate(2 * MiB, 0, 0);  // reused, no growth
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 4 * MiB);
+  for (auto [p, n] : {std::pair{a, MiB}, std::pair{c, MiB}, std::pair{d, 2 * MiB}}) pool->deallocate(p, n, 0, 0);
+}
+
+// ---- slabs: a large initial size is shared out among streams ------------------
+
+TEST(PoolSlabs, EachStreamTakesASlabOfTheInitialSizeWithoutWaiting) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 64 * MiB, 0, MiB);
+  up->clear_waits();
+  void* a = pool->allocate(256 * KiB, 0, 1);
+  void* b = pool->allocate(256 * KiB, 0, 2);
+  up->allocated(a, 256 * KiB, 1);
+  up->allocated(b, 256 * KiB, 2);
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  EXPECT_GE(pb > pa ? pb - pa : pa - pb, MiB);  // different slabs of one growth size each
+  EXPECT_TRUE(up->waits().empty());               // memory no stream used: nothing to wait for
+  EXPECT_EQ(up->device_syncs(), 0u);
+  const core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.chunk_count, 1u);  // still one allocation from upstream
+  EXPECT_EQ(i.pool_size, 64 * MiB);
+  EXPECT_EQ(i.free_blocks, 3u);  // the rest of each slab, and what no stream took
+  // A stream's own frees come straight back to it, within its slab.
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  EXPECT_EQ(pool->allocate(256 * KiB, 0, 1), a);
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  pool->deallocate(b, 256 * KiB, 0, 2);
+  EXPECT_EQ(up->violations(), 0u);
+}
+
+TEST(PoolSlabs, SlabsGrowGeometricallyPerStream) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 64 * MiB, 0, MiB);
+  // Stream 1 takes slabs of 1, 1, 2 and 4 MiB: 8 MiB for 8 blocks of 1 MiB.
+  std::vector<void*> ones;
+  for (int i = 0; i < 7; ++i) ones.push_back(pool->allocate(MiB, 0, 1));
+  void* other = pool->allocate(MiB, 0, 2);  // stream 2's first slab comes after them
+  std::uintptr_t base = ~std::uintptr_t{0};
+  for (void* p : ones) base = std::min(base, reinterpret_cast<std::uintptr_t>(p));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(other), base + 8 * MiB);
+  void* eighth = pool->allocate(MiB, 0, 1);  // the rest of stream 1's 4 MiB slab
+  EXPECT_LT(reinterpret_cast<std::uintptr_t>(eighth), base + 8 * MiB);
+  ones.push_back(eighth);
+  for (void* p : ones) pool->deallocate(p, MiB, 0, 1);
+  pool->deallocate(other, MiB, 0, 2);
+}
+
+// Out of memory, every stream's slab comes back together: a request as large
+// as the whole initial size fits again after the streams cut it into slabs.
+void slabs_join_when_out_of_memory(bool bounded) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  if (!bounded) up->set_limit(8 * MiB);
+  auto pool = make_pool(up, 8 * MiB, bounded ? 8 * MiB : 0, MiB);
+  for (core::stream_t s = 1; s <= 4; ++s) {
+    void* p = pool->allocate(256 * KiB, 0, s);
+    up->allocated(p, 256 * KiB, s);
+    up->freed(p, 256 * KiB, s);
+    pool->deallocate(p, 256 * KiB, 0, s);
+  }
+  EXPECT_GE(core::pool_info(*pool).free_blocks, 5u);  // four slabs and the untouched rest
+  EXPECT_LT(core::pool_info(*pool).largest_free_block, 8 * MiB);
+  void* all = pool->allocate(8 * MiB, 0, 5);
+  up->allocated(all, 8 * MiB, 5);  // checks that stream 5 waited for streams 1-4
+  EXPECT_EQ(up->violations(), 0u);
+  core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.pool_size, 8 * MiB);
+  EXPECT_EQ(i.free_blocks, 0u);
+  up->freed(all, 8 * MiB, 5);
+  pool->deallocate(all, 8 * MiB, 0, 5);
+  i = core::pool_info(*pool);
+  EXPECT_EQ(i.free_blocks, 1u);
+  EXPECT_EQ(i.largest_free_block, 8 * MiB);
+  pool->trim();  // one extent, wholly free: given back whole
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 0u);
+  EXPECT_EQ(up->outstanding_count(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+}
+
+TEST(PoolSlabs, SlabsJoinAroundAllocatedBlocks) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 8 * MiB, 8 * MiB, MiB);
+  void* kept = pool->allocate(256 * KiB, 0, 1);  // stays allocated in stream 1's slab, at its start
+  up->allocated(kept, 256 * KiB, 1);
+  for (core::stream_t s = 2; s <= 3; ++s) {
+    void* p = pool->allocate(256 * KiB, 0, s);
+    up->allocated(p, 256 * KiB, s);
+    up->freed(p, 256 * KiB, s);
+    pool->deallocate(p, 256 * KiB, 0, s);
+  }
+  // 7.5 MiB fits only in the free memory after `kept`, across three slab seams.
+  const std::size_t big = 7 * MiB + 512 * KiB;
+  void* p = pool->allocate(big, 0, 5);
+  up->allocated(p, big, 5);
+  EXPECT_EQ(p, static_cast<char*>(kept) + 256 * KiB);
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);  // the last 256 KiB
+  up->freed(p, big, 5);
+  pool->deallocate(p, big, 0, 5);
+  up->freed(kept, 256 * KiB, 1);
+  pool->deallocate(kept, 256 * KiB, 0, 1);
+  const core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.free_blocks, 2u);  // one chunk again, but freed on two streams: not merged before a wait
+  EXPECT_EQ(i.largest_free_block, 8 * MiB - 256 * KiB);
+  void* all = pool->allocate(8 * MiB, 0, 6);  // out of memory: takes both after waiting, merges them
+  up->allocated(all, 8 * MiB, 6);
+  EXPECT_EQ(all, kept);
+  EXPECT_EQ(up->violations(), 0u);
+  up->freed(all, 8 * MiB, 6);
+  pool->deallocate(all, 8 * MiB, 0, 6);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+}
+
+TEST(PoolSlabs, SlabsJoinWhenTheMaximumIsReached) { slabs_join_when_out_of_memory(true); }
+TEST(PoolSlabs, SlabsJoinWhenUpstreamRunsOut) { slabs_join_when_out_of_memory(false); }
+
+TEST(PoolSlabs, TrimGivesBackTheInitialSizeOnlyWhenEverySlabIsFree) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 16 * MiB, 0, MiB);
+  void* a = pool->allocate(256 * KiB, 0, 1);
+  void* b = pool->allocate(256 * KiB, 0, 2);
+  pool->deallocate(a, 256 * KiB, 0, 1);
+  pool->trim();  // stream 2's slab is in use: the extent stays whole
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 16 * MiB);
+  EXPECT_EQ(up->upstream_frees(), 0u);
+  EXPECT_EQ(up->outstanding_count(), 1u);
+  up->freed(b, 256 * KiB, 2);
+  pool->deallocate(b, 256 * KiB, 0, 2);
+  pool->trim();
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 0u);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 0u);
+  EXPECT_EQ(up->upstream_frees(), 1u);  // one call, for the whole initial size
+  EXPECT_EQ(up->outstanding_count(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  void* c = pool->allocate(100, 0, 3);  // grows again after a full trim
+  pool->deallocate(c, 100, 0, 3);
+}
+
+TEST(PoolSlabs, ForeignAndRepeatedFreesAreRejectedWithSlabs) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 16 * MiB, 0, MiB);
+  void* a = pool->allocate(4096, 0, 1);
+  void* b = pool->allocate(4096, 0, 2);
+  const core::PoolInfo before = core::pool_info(*pool);
+  EXPECT_THROW(pool->deallocate(static_cast<char*>(a) + 256, 4096, 0, 1), core::Error);  // inside a block
+  EXPECT_THROW(pool->deallocate(b, 8192, 0, 2), core::Error);                            // wrong size
+  pool->deallocate(b, 4096, 0, 1);  // freed on another stream than its slab's: allowed
+  EXPECT_THROW(pool->deallocate(b, 4096, 0, 2), core::Error);  // already freed
+  const core::PoolInfo after = core::pool_info(*pool);
+  EXPECT_EQ(after.pool_size, before.pool_size);
+  EXPECT_EQ(after.free_bytes, before.free_bytes + 4096);
+  pool->deallocate(a, 4096, 0, 1);
+}
 
 }  // namespace

@@ -61,7 +61,9 @@ typedef struct tether_pool_info {
  * When upstream is a CUDA resource the pool is stream-ordered. A block freed
  * on stream A is reused on A at once. A request on stream B that B's own free
  * blocks cannot serve is served, in this order, by: memory no stream has used
- * yet (no wait); a block another stream A freed and has covered by an event
+ * yet (no wait; a large initial_size is handed to the streams in slabs that
+ * grow with each stream's use, so threads on different streams do not share
+ * a lock); a block another stream A freed and has covered by an event
  * recorded after the free - B then waits on that event (cuStreamWaitEvent:
  * the host does not block, and A's handle is never used again, since A may
  * have been destroyed meanwhile); growing from upstream; and only when growing

@@ -13,7 +13,9 @@
 // or at its next free once another stream asked for its memory; a bounded
 // pool, and any pool after it ran out of memory, records at every free.
 // Each stream has its own arena and lock, so threads on different streams do
-// not contend. trim(), the destructor and the out-of-memory path order stream
+// not contend; a large initial size is handed to the streams in slabs (each
+// its own chunk and chunk lock, growing with the stream's use), which the
+// out-of-memory path joins again. trim(), the destructor and the out-of-memory path order stream
 // 0 after every stream's event, synchronising the whole device once only if
 // some frees are not yet covered by an event. pool.cpp has the details.
 #pragma once
@@ -35,6 +37,7 @@ struct PoolInfo {
   std::uint64_t free_bytes = 0;          // of pool_size, not allocated
   std::uint64_t largest_free_block = 0;  // biggest block available without growing
   std::uint64_t chunk_count = 0;         // chunks held from upstream
+  std::uint64_t free_blocks = 0;         // free blocks (pieces of free_bytes): 1 when unfragmented
 };
 
 // Throws Error(INVALID_ARGUMENT) if initial_size > maximum_size (when maximum set),

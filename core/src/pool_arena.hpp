@@ -1,0 +1,202 @@
+// Pool internals: arenas and the block operations on them.
+//
+// An arena is what one stream of a stream-ordered pool owns (a host pool has
+// one arena): its free blocks, the blocks it handed out, spare records, and a
+// mutex. The operations here split, merge, index and carve blocks for one
+// arena; they touch nothing pool-wide, so the allocate and free fast paths
+// need only the arena's mutex and the chunk lock of the block at hand.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "pool_block.hpp"
+#include "pool_block_table.hpp"
+#include "pool_free_index.hpp"
+
+namespace tether::core::pool_detail {
+
+// Records a carve may consume: a leading piece, a trailing piece, a new chunk's block.
+inline constexpr std::size_t kRecordsPerAllocation = 3;
+
+// Spare Block records, allocated in slabs and recycled through a free list.
+class NodePool {
+ public:
+  void reserve(std::size_t k) {
+    while (spare_ < k) add_slab();
+  }
+  std::size_t spare() const noexcept { return spare_; }
+  Block* get() noexcept {  // requires reserve()
+    Block* b = free_;
+    free_ = b->links.next;
+    --spare_;
+    *b = Block{};
+    return b;
+  }
+  void put(Block* b) noexcept {
+    b->index = nullptr;
+    b->links.next = free_;
+    free_ = b;
+    ++spare_;
+  }
+
+ private:
+  static constexpr std::size_t kSlab = 256;
+  void add_slab() {
+    slabs_.reserve(slabs_.size() + 1);
+    std::unique_ptr<Block[]> slab(new Block[kSlab]);
+    for (std::size_t i = 0; i < kSlab; ++i) put(&slab[i]);
+    slabs_.push_back(std::move(slab));
+  }
+  std::vector<std::unique_ptr<Block[]>> slabs_;
+  Block* free_ = nullptr;
+  std::size_t spare_ = 0;
+};
+
+// What one stream of a stream-ordered pool owns (a host pool has one arena):
+// the blocks it freed (fresh ones not yet covered by its event, settled ones
+// covered), the blocks it handed out, and spare records. Its mutex guards all
+// of that and the arena's fields; the chunk locks guard the physical layout.
+struct alignas(64) Arena {
+  Arena(stream_t s, std::size_t i) noexcept : stream(s), id(i), fresh(this, true), settled(this, false) {}
+  std::mutex mutex;
+  const stream_t stream;
+  const std::size_t id;  // creation order = lock order
+  FreeIndex fresh;
+  FreeIndex settled;
+  StreamOrder::event_t event = nullptr;  // recorded on `stream`; covers `settled`
+  unsigned unrecorded = 0;               // frees into `fresh` since the last record
+  bool record_requested = false;         // another stream wants this arena's fresh memory
+  BlockTable table;                      // the blocks this arena handed out
+  NodePool nodes;
+  std::size_t used = 0;                  // bytes in the blocks of `table`
+  std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
+};
+
+// Holds a chunk's lock while blocks of it are split, merged or re-indexed,
+// unless the chunk is not shared (a host pool's: its one arena's mutex is held).
+class ChunkGuard {
+ public:
+  explicit ChunkGuard(Chunk* c) noexcept : c_(c->shared ? c : nullptr) {
+    if (c_ != nullptr) c_->lock.lock();
+  }
+  ~ChunkGuard() {
+    if (c_ != nullptr) c_->lock.unlock();
+  }
+  ChunkGuard(const ChunkGuard&) = delete;
+  ChunkGuard& operator=(const ChunkGuard&) = delete;
+
+ private:
+  Chunk* c_;
+};
+
+// Everything an allocation by arena `a` may need besides memory, so that
+// carving cannot fail half-way. Throws std::bad_alloc with nothing changed.
+inline void reserve_records(Arena& a) {
+  if (a.nodes.spare() < kRecordsPerAllocation + 1) a.nodes.reserve(kRecordsPerAllocation + 1);
+  a.table.reserve_one();
+}
+
+// Split b at `offset`; returns the new upper piece (not free, not indexed). Chunk lock held.
+inline Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
+  Block* c = a.nodes.get();
+  c->addr = b->addr + offset;
+  c->size = b->size - offset;
+  c->chunk = b->chunk;
+  c->prev_phys = b;
+  c->next_phys = b->next_phys;
+  if (c->next_phys != nullptr) c->next_phys->prev_phys = c;
+  b->next_phys = c;
+  b->size = offset;
+  return c;
+}
+
+// May a free neighbour in `other` merge into a block going into `idx`? Into
+// its own index, and into a fresh index from the same arena's settled one
+// (the merged block is then uncovered until the next record, which is
+// conservative). Chunk lock held.
+inline bool mergeable(const FreeIndex* other, const FreeIndex* idx) noexcept {
+  return other == idx || (other != nullptr && idx->fresh() && other == &idx->owner()->settled);
+}
+
+// Put b (not indexed) into idx, merging it with neighbours that may join it
+// (records of merged-away blocks go to a's cache). Chunk lock held.
+inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
+  if (Block* p = b->prev_phys; p != nullptr && mergeable(p->index, idx)) {
+    p->index->remove(p);
+    p->size += b->size;
+    p->next_phys = b->next_phys;
+    if (p->next_phys != nullptr) p->next_phys->prev_phys = p;
+    a.nodes.put(b);
+    b = p;
+  }
+  if (Block* n = b->next_phys; n != nullptr && mergeable(n->index, idx)) {
+    n->index->remove(n);
+    b->size += n->size;
+    b->next_phys = n->next_phys;
+    if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
+    a.nodes.put(n);
+  }
+  idx->insert(b);
+}
+
+// Hand out n bytes of free block b (already removed from `home`, the index
+// it came from, and large enough for the alignment) as arena a's. Unused
+// pieces go back to `home`: they were never touched by a's stream.
+// Requires reserve_records(a) and b's chunk lock.
+inline void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size_t bytes,
+                   std::size_t alignment, owner_t owner) noexcept {
+  if (alignment > kGranule) {
+    const std::uintptr_t aligned = (b->addr + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+    if (aligned != b->addr) {
+      Block* rest = split(a, b, aligned - b->addr);
+      insert_free(a, b, home);
+      b = rest;
+    }
+  }
+  if (b->size - n >= kGranule) insert_free(a, split(a, b, n), home);
+  b->index = nullptr;
+  b->request.bytes = bytes;
+  b->request.set(alignment, owner);
+  ++b->chunk->allocated;
+  a.table.insert(b->addr, b);
+  a.used += b->size;
+  return reinterpret_cast<void*>(b->addr);
+}
+
+// Take free block b out of idx and carve it for arena a.
+inline void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t bytes, std::size_t alignment,
+                  owner_t owner) {
+  reserve_records(a);  // may throw: nothing changed yet
+  ChunkGuard g(b->chunk);
+  idx->remove(b);
+  return carve(a, b, idx, n, bytes, alignment, owner);
+}
+
+// A block of arena a's own (a locked): O(1) in each index, then a bounded
+// look at the request's own size class. nullptr if none fits.
+inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
+                      owner_t owner, std::size_t scan) {
+  for (FreeIndex* idx : {&a.fresh, &a.settled})
+    if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment, owner);
+  for (FreeIndex* idx : {&a.fresh, &a.settled})
+    if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment, owner);
+  return nullptr;
+}
+
+// Move every fresh block of a to its settled index (a's event was just
+// recorded and covers them). a locked.
+inline void settle(Arena& a) noexcept {
+  while (Block* b = a.fresh.any()) {
+    ChunkGuard g(b->chunk);
+    a.fresh.remove(b);
+    insert_free(a, b, &a.settled);
+  }
+  a.unrecorded = 0;
+  a.record_requested = false;
+}
+
+}  // namespace tether::core::pool_detail
