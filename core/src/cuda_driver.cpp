@@ -92,6 +92,7 @@ bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why) {
   TETHER_RESOLVE(MemPoolTrimTo, "cuMemPoolTrimTo");
   TETHER_RESOLVE(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
   TETHER_RESOLVE(MemFreeAsync, "cuMemFreeAsync");
+  TETHER_RESOLVE(MemPrefetchAsync, "cuMemPrefetchAsync");
 #undef TETHER_RESOLVE
   return true;
 }

@@ -74,6 +74,7 @@ struct Driver {
   CUresult (*MemPoolTrimTo)(CUmemoryPool, std::size_t) = nullptr;
   CUresult (*MemAllocFromPoolAsync)(CUdeviceptr*, std::size_t, CUmemoryPool, CUstream) = nullptr;
   CUresult (*MemFreeAsync)(CUdeviceptr, CUstream) = nullptr;
+  CUresult (*MemPrefetchAsync)(CUdeviceptr, std::size_t, CUdevice, CUstream) = nullptr;
 };
 
 // The loaded, initialised driver (cuInit done, at least one device). Throws

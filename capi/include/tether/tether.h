@@ -18,5 +18,9 @@
 #include "tether/cuda.h"
 #include "tether/debug.h"
 #include "tether/torch.h"
+#include "tether/limiting.h"
+#include "tether/tracking.h"
+#include "tether/aligned.h"
+#include "tether/prefetch.h"
 
 #endif /* TETHER_TETHER_H */
