@@ -814,4 +814,11 @@ using host_accessible_resource = resource_with<host_accessible>;
 
 }  // namespace tether
 
+// Per-module factories and queries of the resource catalogue.
+#include "tether/cpp/limiting.hpp"
+#include "tether/cpp/tracking.hpp"
+#include "tether/cpp/aligned.hpp"
+#include "tether/cpp/prefetch.hpp"
+#include "tether/cpp/statistics_stack.hpp"
+
 #endif  // TETHER_TETHER_HPP
