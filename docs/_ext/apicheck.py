@@ -89,8 +89,11 @@ class CppHeader:
     """Public names of tether.hpp: every declaration preceded by a ``///`` comment."""
 
     def __init__(self, path: str) -> None:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read()
+        # tether.hpp and the per-module headers it includes (tether/cpp/*.hpp).
+        raw = ""
+        for p in [path] + sorted(glob.glob(os.path.join(os.path.dirname(path), "cpp", "*.hpp"))):
+            with open(p, encoding="utf-8") as f:
+                raw += f.read() + "\n"
         self.text = raw
         self.macros = {m for m in re.findall(r"^\s*#\s*define\s+(TETHER_\w+)", raw, flags=re.M)
                        if not m.endswith("_HPP")}

@@ -77,5 +77,4 @@ __all__ = [
     "is_current_resource_locked",
     "debug",
     "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
-    "statistics",
 ]

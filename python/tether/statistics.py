@@ -37,8 +37,8 @@ from ._current import get_current_resource, set_current_resource
 from ._resources import Statistics, StatisticsAdaptor
 
 __all__ = [
-    "Statistics", "enable_statistics", "get_statistics", "push_statistics", "pop_statistics", "statistics",
-    "ProfilerRecords", "MemoryRecord", "default_profiler_records", "profiler",
+    "enable_statistics", "get_statistics", "push_statistics", "pop_statistics", "statistics",
+    "ProfilerRecords", "MemoryRecord", "profiler",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
