@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from ._adaptor_args import upstream_handle
 from ._convert import parse_size
 from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, _alias, create, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_ALIGNED)
-class AlignedAdaptor(Resource):
+class AlignedAdaptor(UpstreamAdaptor):
     """Allocations of at least ``threshold`` bytes get at least ``alignment``.
 
     Arguments:
@@ -32,7 +31,7 @@ class AlignedAdaptor(Resource):
     def __init__(self, upstream: Resource | None = None, alignment: int | str | None = None,
                  threshold: int | str | None = None, *, upstream_mr: Resource | None = None,
                  alignment_threshold: int | str | None = None) -> None:
-        up = upstream_handle("AlignedAdaptor", upstream, upstream_mr)
+        up = self._upstream_handle(upstream, upstream_mr)
         threshold = _alias(threshold, alignment_threshold, "threshold", "alignment_threshold")
         if alignment is None:
             raise TypeError("AlignedAdaptor() needs an alignment (a power of two, e.g. 4096)")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from ._adaptor_args import upstream_handle
 from ._convert import parse_size
 from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, _alias, create, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_LIMITING)
-class LimitingAdaptor(Resource):
+class LimitingAdaptor(UpstreamAdaptor):
     """Forwards to ``upstream`` while at most ``limit`` bytes are handed out.
 
     Arguments:
@@ -29,7 +28,7 @@ class LimitingAdaptor(Resource):
 
     def __init__(self, upstream: Resource | None = None, limit: int | str | None = None, *,
                  upstream_mr: Resource | None = None, allocation_limit: int | str | None = None) -> None:
-        up = upstream_handle("LimitingAdaptor", upstream, upstream_mr)
+        up = self._upstream_handle(upstream, upstream_mr)
         limit = _alias(limit, allocation_limit, "limit", "allocation_limit")
         if limit is None:
             raise TypeError("LimitingAdaptor() needs a limit (bytes, or a string like '1 GiB')")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ._adaptor_args import upstream_handle
 from ._ffi import lib
-from ._resources import Resource, create, register
+from ._resources import Resource, UpstreamAdaptor, create, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_PREFETCH)
-class PrefetchAdaptor(Resource):
+class PrefetchAdaptor(UpstreamAdaptor):
     """Prefetches each allocation of managed memory to its device, on the allocation's stream.
 
     ``upstream`` (RMM spelling ``upstream_mr``) must give managed memory - a
@@ -23,5 +22,5 @@ class PrefetchAdaptor(Resource):
     __slots__ = ()
 
     def __init__(self, upstream: Resource | None = None, *, upstream_mr: Resource | None = None) -> None:
-        up = upstream_handle("PrefetchAdaptor", upstream, upstream_mr)
+        up = self._upstream_handle(upstream, upstream_mr)
         self._init_from(create(lib.tether_prefetch_adaptor_create, up))

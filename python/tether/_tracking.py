@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ._adaptor_args import upstream_handle
 from ._errors import InvalidArgumentError, check
 from ._ffi import ffi, lib
-from ._resources import Resource, create, register
+from ._resources import Resource, UpstreamAdaptor, create, register
 
 
 class TrackingRecord(NamedTuple):
@@ -41,7 +40,7 @@ def _read_text(call: Callable[[Any, int, Any], int]) -> str:
 
 
 @register(lib.TETHER_RESOURCE_KIND_TRACKING)
-class TrackingAdaptor(Resource):
+class TrackingAdaptor(UpstreamAdaptor):
     """Records every allocation made through it until it is freed.
 
     Arguments:
@@ -60,7 +59,7 @@ class TrackingAdaptor(Resource):
 
     def __init__(self, upstream: Resource | None = None, capture_stacks: bool = False, *,
                  upstream_mr: Resource | None = None) -> None:
-        up = upstream_handle("TrackingAdaptor", upstream, upstream_mr)
+        up = self._upstream_handle(upstream, upstream_mr)
         if not isinstance(capture_stacks, bool):
             raise TypeError(f"capture_stacks must be a bool, not {type(capture_stacks).__name__}")
         opts = ffi.new("tether_tracking_options_t*")
