@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ._convert import parse_size
-from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, UpstreamAdaptor, _alias, create, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, new_options, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_ALIGNED)
@@ -32,13 +31,12 @@ class AlignedAdaptor(UpstreamAdaptor):
                  threshold: int | str | None = None, *, upstream_mr: Resource | None = None,
                  alignment_threshold: int | str | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        threshold = _alias(threshold, alignment_threshold, "threshold", "alignment_threshold")
+        the_threshold = _alias(threshold, alignment_threshold, "threshold", "alignment_threshold")
         if alignment is None:
             raise TypeError("AlignedAdaptor() needs an alignment (a power of two, e.g. 4096)")
-        opts = ffi.new("tether_aligned_options_t*")
-        check(lib.tether_aligned_options_init(opts, ffi.sizeof("tether_aligned_options_t")))
-        opts.alignment = parse_size(alignment, "alignment")
-        opts.threshold = 0 if threshold is None else parse_size(threshold, "threshold")
+        opts = new_options("tether_aligned_options_t", lib.tether_aligned_options_init,
+                           alignment=parse_size(alignment, "alignment"),
+                           threshold=0 if the_threshold is None else parse_size(the_threshold, "threshold"))
         self._init_from(create(lib.tether_aligned_adaptor_create, up, opts))
 
     def _options(self) -> object:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ._convert import parse_size
-from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, UpstreamAdaptor, _alias, create, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, new_options, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_LIMITING)
@@ -29,12 +28,11 @@ class LimitingAdaptor(UpstreamAdaptor):
     def __init__(self, upstream: Resource | None = None, limit: int | str | None = None, *,
                  upstream_mr: Resource | None = None, allocation_limit: int | str | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        limit = _alias(limit, allocation_limit, "limit", "allocation_limit")
-        if limit is None:
+        the_limit = _alias(limit, allocation_limit, "limit", "allocation_limit")
+        if the_limit is None:
             raise TypeError("LimitingAdaptor() needs a limit (bytes, or a string like '1 GiB')")
-        opts = ffi.new("tether_limiting_options_t*")
-        check(lib.tether_limiting_options_init(opts, ffi.sizeof("tether_limiting_options_t")))
-        opts.limit = parse_size(limit, "limit")
+        opts = new_options("tether_limiting_options_t", lib.tether_limiting_options_init,
+                           limit=parse_size(the_limit, "limit"))
         self._init_from(create(lib.tether_limiting_adaptor_create, up, opts))
 
     @property

@@ -35,7 +35,8 @@ def _read_text(call: Callable[[Any, int, Any], int]) -> str:
         buf = ffi.new("char[]", capacity)
         check(call(buf, capacity, needed))
         if needed[0] <= capacity:
-            return ffi.string(buf).decode("utf-8", "replace")
+            text: bytes = ffi.string(buf)
+            return text.decode("utf-8", "replace")
         capacity = int(needed[0]) + 256  # it may grow before the next call
 
 
