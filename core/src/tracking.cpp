@@ -1,7 +1,9 @@
 // TrackingAdaptor: a sharded table of what is outstanding.
 #include "tether_core/tracking.hpp"
 
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -159,13 +161,37 @@ std::vector<TrackingRecord> tracking_outstanding(const Resource& r) { return as_
 
 bool tracking_captures_stacks(const Resource& r) { return as_tracking(r).captures_stacks(); }
 
+namespace {
+
+// The object (shared library or executable) a code address belongs to.
+const void* object_of(const void* address) noexcept {
+  Dl_info info;
+  return ::dladdr(address, &info) != 0 ? info.dli_fbase : nullptr;
+}
+
+// How many leading frames are tether's own (allocate, the C entry point, the
+// adaptor): frames in the shared library that holds this code. None when
+// this code is part of the program itself (tether linked statically: its
+// frames cannot be told from the caller's) or the address is unknown.
+std::size_t own_leading_frames(const std::vector<void*>& frames) noexcept {
+  const void* self = object_of(reinterpret_cast<const void*>(&own_leading_frames));
+  const void* program = object_of(reinterpret_cast<const void*>(::getauxval(AT_ENTRY)));
+  if (self == nullptr || self == program) return 0;
+  std::size_t n = 0;
+  while (n < frames.size() && object_of(frames[n]) == self) ++n;
+  return n;
+}
+
+}  // namespace
+
 std::string tracking_stack_text(const std::vector<void*>& frames) {
-  if (frames.empty()) return {};
+  const std::size_t skip = own_leading_frames(frames);
+  if (frames.size() == skip) return {};
   std::string out;
-  char** names = ::backtrace_symbols(frames.data(), static_cast<int>(frames.size()));
-  for (std::size_t i = 0; i < frames.size(); ++i) {
-    out += "  #" + std::to_string(i) + " ";
-    out += names != nullptr ? names[i] : hex(reinterpret_cast<std::uintptr_t>(frames[i]));
+  char** names = ::backtrace_symbols(frames.data() + skip, static_cast<int>(frames.size() - skip));
+  for (std::size_t i = skip; i < frames.size(); ++i) {
+    out += "  #" + std::to_string(i - skip) + " ";
+    out += names != nullptr ? names[i - skip] : hex(reinterpret_cast<std::uintptr_t>(frames[i]));
     out += '\n';
   }
   std::free(names);  // NOLINT: backtrace_symbols' one malloc'd block

@@ -90,6 +90,8 @@ static void stacks_when_asked(void) {
   CHECK(n == 1 && rec.stack_depth >= 2);
   CHECK_OK(tether_tracking_adaptor_get_stack(tr, a, text, sizeof text, &needed));
   CHECK(strncmp(text, "  #0 ", 5) == 0);
+  /* The stack starts at the caller: libtether's own frames are left out. */
+  CHECK(strstr(text, "libtether") == NULL);
   CHECK(needed == strlen(text) + 1 || needed > sizeof text);
   CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_tracking_adaptor_get_stack(tr, text, text, sizeof text, &needed),
               "not an outstanding allocation");

@@ -51,7 +51,7 @@ typedef struct tether_tracking_record {
   uint64_t thread_id;
   /** 1 for the adaptor's first allocation, 2 for the next, ...: allocation order. */
   uint64_t sequence;
-  /** Frames of the captured stack (0 without stack capture); read them with tether_tracking_adaptor_get_stack(). */
+  /** Frames captured (0 without stack capture), libtether's own included; read the stack with tether_tracking_adaptor_get_stack(). */
   uint32_t stack_depth;
 } tether_tracking_record_t;
 
@@ -88,8 +88,9 @@ TETHER_API tether_status_t tether_tracking_adaptor_get_outstanding(tether_resour
 
 /**
  * The call stack captured for the outstanding allocation at `ptr`, one frame
- * per line ("  #0 binary(function+0x1f) [0x...]"), innermost first; "" without
- * stack capture. Text rule at the top of this file.
+ * per line ("  #0 binary(function+0x1f) [0x...]"), innermost first, starting
+ * at the first frame outside libtether (its own allocate frames are left out);
+ * "" without stack capture. Text rule at the top of this file.
  * Errors: NOT_SUPPORTED (not a tracking adaptor); INVALID_ARGUMENT if `ptr` is
  * not outstanding, for NULL out_needed, or NULL buffer with capacity > 0.
  */

@@ -38,7 +38,9 @@ ResourcePtr make_tracking_adaptor(ResourcePtr upstream, bool capture_stacks);
 std::vector<TrackingRecord> tracking_outstanding(const Resource& r);
 // The leak report (see tether_tracking_adaptor_report() for the format).
 std::string tracking_report(const Resource& r);
-// One record's stack, one frame per line ("" without frames).
+// One record's stack, one frame per line ("" without frames), from the
+// caller of tether on: leading frames inside libtether itself are left out
+// (unless every frame is in one object, as when tether is linked statically).
 std::string tracking_stack_text(const std::vector<void*>& frames);
 // Whether r captures stacks. NOT_SUPPORTED if r is not a tracking adaptor.
 bool tracking_captures_stacks(const Resource& r);
