@@ -40,4 +40,29 @@ TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource
   });
 }
 
+TETHER_API tether_status_t tether_statistics_adaptor_push_counters(tether_resource_t* resource) {
+  return guard("tether_statistics_adaptor_push_counters", [&] {
+    ResourceRef r(resource);
+    core::push_statistics_counters(*r->core);
+  });
+}
+
+TETHER_API tether_status_t tether_statistics_adaptor_pop_counters(tether_resource_t* resource,
+                                                                  tether_statistics_t* out) {
+  return guard("tether_statistics_adaptor_pop_counters", [&] {
+    if (out != nullptr) check_struct_size<tether_statistics_t>(out->struct_size, "out");
+    ResourceRef r(resource);
+    const core::Statistics s = core::pop_statistics_counters(*r->core);
+    if (out == nullptr) return;
+    tether_statistics_t c = TETHER_STATISTICS_INIT;
+    c.current_bytes = s.current_bytes;
+    c.peak_bytes = s.peak_bytes;
+    c.total_bytes = s.total_bytes;
+    c.current_count = s.current_count;
+    c.peak_count = s.peak_count;
+    c.total_count = s.total_count;
+    write_info(out, c, "out");
+  });
+}
+
 }  // extern "C"

@@ -56,6 +56,7 @@ bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why) {
 #define TETHER_RESOLVE_TEST(name, params) \
   if (!resolve(gpa, "cu" #name, d.name)) d.name = nullptr;
   TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_RESOLVE_LIBRARY)
+  TETHER_CUDA_OPTIONAL_ENTRY_POINTS(TETHER_RESOLVE_TEST)
   TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_RESOLVE_TEST)
 #undef TETHER_RESOLVE_LIBRARY
 #undef TETHER_RESOLVE_TEST

@@ -75,6 +75,12 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(MemAllocFromPoolAsync, (CUdeviceptr*, std::size_t, CUmemoryPool, CUstream)) \
   X(MemFreeAsync, (CUdeviceptr, CUstream))
 
+// TETHER_CUDA_OPTIONAL_ENTRY_POINTS: what the library calls only for an optional
+// feature (prefetching). nullptr when the driver lacks it; the feature then
+// reports NOT_SUPPORTED instead of failing the whole load.
+#define TETHER_CUDA_OPTIONAL_ENTRY_POINTS(X)                                  \
+  X(MemPrefetchAsync, (CUdeviceptr, std::size_t, CUdevice, CUstream))
+
 #define TETHER_CUDA_TEST_ENTRY_POINTS(X)                                      \
   X(MemsetD8Async, (CUdeviceptr, unsigned char, std::size_t, CUstream))       \
   X(StreamCreate, (CUstream*, unsigned))                                      \
@@ -90,6 +96,7 @@ struct Driver {
 
 #define TETHER_CUDA_DRIVER_FIELD(name, params) CUresult(*name) params = nullptr;
   TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
+  TETHER_CUDA_OPTIONAL_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
   TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
 #undef TETHER_CUDA_DRIVER_FIELD
 };

@@ -27,10 +27,15 @@ from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostReso
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
 from ._spec import from_spec
+from ._limiting import LimitingAdaptor
+from ._tracking import TrackingAdaptor, TrackingRecord
+from ._aligned import AlignedAdaptor
+from ._prefetch import PrefetchAdaptor
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
 from . import debug
+from . import statistics
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -79,4 +84,5 @@ __all__ = [
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",
     "debug",
+    "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
 ]

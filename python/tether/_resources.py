@@ -457,6 +457,32 @@ class StatisticsAdaptor(UpstreamAdaptor):
         """Reset peak_bytes and peak_count to the current values."""
         self._check(lib.tether_resource_reset_peak_statistics(self._live()))
 
+    def push_counters(self) -> Statistics:
+        """Push a new, zeroed counter set; return the figures of the set that was on top.
+
+        While the new set is on top, allocations and frees through the adaptor
+        change only it, and statistics() reads it (as RMM's
+        ``StatisticsResourceAdaptor.push_counters``). The returned figures are
+        read just before the push. Pair every push with pop_counters(); the
+        ``tether.statistics`` module does this for scopes and functions.
+        """
+        before = self.statistics()
+        self._check(lib.tether_statistics_adaptor_push_counters(self._live()))
+        return before
+
+    def pop_counters(self) -> Statistics:
+        """Pop the top counter set, return its figures, and fold it into the set below.
+
+        The fold is RMM's: ``below.peak = max(below.peak, below.current +
+        popped.peak)``, ``below.current += popped.current``, ``below.total +=
+        popped.total``. A set's current figures count what was allocated while
+        it was on top minus every free made meanwhile (older memory included),
+        so they may be negative; they are reported as 0 then and folded exactly.
+        Raises ValueError (InvalidArgumentError) if nothing was pushed.
+        """
+        return Statistics.from_struct(
+            query_struct("tether_statistics_t", lib.tether_statistics_adaptor_pop_counters, self))
+
 
 _T = TypeVar("_T")
 

@@ -1,6 +1,7 @@
 // StatisticsAdaptor: what it counts, and that failures count nothing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -114,6 +115,120 @@ TEST(Statistics, ConcurrentCountsAreExact) {
   EXPECT_EQ(s.total_count, static_cast<std::uint64_t>(kThreads * kOps));
   EXPECT_GE(s.peak_count, 1u);
   EXPECT_LE(s.peak_count, static_cast<std::uint64_t>(kThreads));
+}
+
+}  // namespace
+
+// ---- the counter stack (RMM's push_counters / pop_counters semantics) -------
+
+namespace {
+
+using namespace tether;
+
+TEST(StatisticsStack, PushedSetSeesOnlyWhatHappensWhileOnTop) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  void* a = stats->allocate(1000, 0, 0);
+  core::push_statistics_counters(*stats);
+  EXPECT_EQ(core::statistics_depth(*stats), 2u);
+  core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 0u);
+  EXPECT_EQ(s.total_count, 0u);
+  void* b = stats->allocate(300, 0, 0);
+  void* c = stats->allocate(200, 0, 0);
+  stats->deallocate(c, 200, 0, 0);
+  s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 300u);
+  EXPECT_EQ(s.peak_bytes, 500u);
+  EXPECT_EQ(s.total_bytes, 500u);
+  EXPECT_EQ(s.total_count, 2u);
+  const core::Statistics popped = core::pop_statistics_counters(*stats);
+  EXPECT_EQ(popped.current_bytes, 300u);
+  EXPECT_EQ(popped.peak_bytes, 500u);
+  EXPECT_EQ(popped.total_bytes, 500u);
+  EXPECT_EQ(popped.peak_count, 2u);
+  // Folded into the first set: peak = max(1000, 1000 + 500), current and total added.
+  s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 1300u);
+  EXPECT_EQ(s.peak_bytes, 1500u);
+  EXPECT_EQ(s.total_bytes, 1500u);
+  EXPECT_EQ(s.current_count, 2u);
+  EXPECT_EQ(s.peak_count, 3u);
+  EXPECT_EQ(s.total_count, 3u);
+  stats->deallocate(a, 1000, 0, 0);
+  stats->deallocate(b, 300, 0, 0);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 0u);
+}
+
+TEST(StatisticsStack, FreeingOlderMemoryFoldsExactly) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  void* a = stats->allocate(1000, 0, 0);
+  core::push_statistics_counters(*stats);
+  stats->deallocate(a, 1000, 0, 0);  // this set's current goes to -1000
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 0u);  // reported clamped
+  const core::Statistics popped = core::pop_statistics_counters(*stats);
+  EXPECT_EQ(popped.current_bytes, 0u);
+  EXPECT_EQ(popped.total_bytes, 0u);
+  const core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 0u);  // 1000 + (-1000), exact
+  EXPECT_EQ(s.current_count, 0u);
+  EXPECT_EQ(s.peak_bytes, 1000u);
+}
+
+TEST(StatisticsStack, NestedSetsFoldLevelByLevel) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  core::push_statistics_counters(*stats);
+  void* a = stats->allocate(100, 0, 0);
+  core::push_statistics_counters(*stats);
+  void* b = stats->allocate(50, 0, 0);
+  stats->deallocate(b, 50, 0, 0);
+  EXPECT_EQ(core::statistics_depth(*stats), 3u);
+  EXPECT_EQ(core::pop_statistics_counters(*stats).total_bytes, 50u);
+  const core::Statistics mid = core::pop_statistics_counters(*stats);
+  EXPECT_EQ(mid.total_bytes, 150u);
+  EXPECT_EQ(mid.peak_bytes, 150u);
+  EXPECT_EQ(mid.current_bytes, 100u);
+  EXPECT_EQ(core::statistics_of(*stats).total_bytes, 150u);
+  stats->deallocate(a, 100, 0, 0);
+}
+
+TEST(StatisticsStack, PopWithoutPushIsRefusedAndOthersAreNotSupported) {
+  auto host = core::make_host_resource();
+  auto stats = core::make_statistics_adaptor(host);
+  EXPECT_TRUE(test::fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { core::pop_statistics_counters(*stats); }));
+  EXPECT_EQ(core::statistics_depth(*stats), 1u);
+  EXPECT_TRUE(test::fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::push_statistics_counters(*host); }));
+  EXPECT_TRUE(test::fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { core::pop_statistics_counters(*host); }));
+}
+
+// Pushes and pops racing allocations: whatever set each call lands in, the
+// folded first set ends exact.
+TEST(StatisticsStack, PushPopRacingAllocationsStaysExact) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5000; ++i) {
+        void* p = stats->allocate(64, 0, 0);
+        stats->deallocate(p, 64, 0, 0);
+      }
+    });
+  }
+  std::thread pusher([&] {
+    while (!stop.load()) {
+      core::push_statistics_counters(*stats);
+      core::pop_statistics_counters(*stats);
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  pusher.join();
+  const core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(core::statistics_depth(*stats), 1u);
+  EXPECT_EQ(s.current_bytes, 0u);
+  EXPECT_EQ(s.current_count, 0u);
+  EXPECT_EQ(s.total_count, 4u * 5000u);
+  EXPECT_EQ(s.total_bytes, 64u * 4u * 5000u);
 }
 
 }  // namespace

@@ -33,7 +33,11 @@ typedef enum tether_resource_kind {
   TETHER_RESOURCE_KIND_CUDA = 4,        /* cuMemAlloc / cuMemFree on one device */
   TETHER_RESOURCE_KIND_ASYNC = 5,       /* stream-ordered, from a CUDA memory pool */
   TETHER_RESOURCE_KIND_MANAGED = 6,     /* cuMemAllocManaged */
-  TETHER_RESOURCE_KIND_PINNED_HOST = 7  /* cuMemHostAlloc: page-locked, device-accessible */
+  TETHER_RESOURCE_KIND_PINNED_HOST = 7, /* cuMemHostAlloc: page-locked, device-accessible */
+  TETHER_RESOURCE_KIND_LIMITING = 11,   /* a byte limit over an upstream (tether/limiting.h) */
+  TETHER_RESOURCE_KIND_TRACKING = 12,   /* records outstanding allocations (tether/tracking.h) */
+  TETHER_RESOURCE_KIND_ALIGNED = 15,    /* a larger alignment from a size on (tether/aligned.h) */
+  TETHER_RESOURCE_KIND_PREFETCH = 16    /* prefetches managed memory to its device (tether/prefetch.h) */
 } tether_resource_kind_t;
 
 /** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */

@@ -49,6 +49,29 @@ TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* res
 /** Reset peak_bytes / peak_count of a statistics adaptor to the current values. */
 TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource_t* resource);
 
+/**
+ * Push a new, zeroed counter set on a statistics adaptor's counter stack
+ * (as RMM's push_counters). While it is on top, allocations and frees
+ * through the adaptor change only it, and tether_resource_get_statistics()
+ * reads it. The stack belongs to the adaptor, not to a thread.
+ * NOT_SUPPORTED for other resources.
+ */
+TETHER_API tether_status_t tether_statistics_adaptor_push_counters(tether_resource_t* resource);
+
+/**
+ * Pop the top counter set, write it to *out (caller sets out->struct_size;
+ * out may be NULL to discard it), and fold it into the set below:
+ * below.peak = max(below.peak, below.current + popped.peak),
+ * below.current += popped.current, below.total += popped.total (for bytes
+ * and counts). A set's current_* counts allocations made while it was on top
+ * minus all frees made while it was on top, so it can be negative if older
+ * memory was freed meanwhile; it is reported as 0 then, and folded exactly.
+ * Errors: NOT_SUPPORTED for other resources; INVALID_ARGUMENT if only the
+ * first set is left (nothing was pushed) - nothing changes then.
+ */
+TETHER_API tether_status_t tether_statistics_adaptor_pop_counters(tether_resource_t* resource,
+                                                                  tether_statistics_t* out);
+
 #ifdef __cplusplus
 }
 #endif

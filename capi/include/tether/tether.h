@@ -22,5 +22,9 @@
 #include "tether/torch.h"
 #include "tether/spec.h"
 #include "tether/replay.h"
+#include "tether/limiting.h"
+#include "tether/tracking.h"
+#include "tether/aligned.h"
+#include "tether/prefetch.h"
 
 #endif /* TETHER_TETHER_H */

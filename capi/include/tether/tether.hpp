@@ -46,4 +46,11 @@
 #include "tether/cpp/properties.hpp"
 #include "tether/cpp/spec.hpp"
 
+// Per-module factories and queries of the resource catalogue.
+#include "tether/cpp/limiting.hpp"
+#include "tether/cpp/tracking.hpp"
+#include "tether/cpp/aligned.hpp"
+#include "tether/cpp/prefetch.hpp"
+#include "tether/cpp/statistics_stack.hpp"
+
 #endif  // TETHER_TETHER_HPP

@@ -1,0 +1,46 @@
+// C glue of the aligned adaptor (tether/aligned.h).
+#include "internal.hpp"
+#include "tether_core/aligned.hpp"
+
+using namespace tether;
+using namespace tether::capi;
+
+namespace {
+const tether_aligned_options_t kAlignedDefaults = TETHER_ALIGNED_OPTIONS_INIT;
+}
+
+extern "C" {
+
+TETHER_API tether_status_t tether_aligned_options_init(tether_aligned_options_t* options, size_t struct_size) {
+  return guard("tether_aligned_options_init",
+               [&] { init_options(options, struct_size, kAlignedDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_aligned_adaptor_create(tether_resource_t* upstream,
+                                                         const tether_aligned_options_t* options,
+                                                         tether_resource_t** out) {
+  return guard("tether_aligned_adaptor_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_aligned_options_t o = read_options(options, kAlignedDefaults, "options");
+    core::AlignedOptions ao;
+    ao.alignment = o.alignment;
+    ao.threshold = o.threshold;
+    *out = make_resource_handle(core::make_aligned_adaptor(up->core, ao), upstream);
+  });
+}
+
+TETHER_API tether_status_t tether_aligned_adaptor_get_options(tether_resource_t* resource,
+                                                              tether_aligned_options_t* out) {
+  return guard("tether_aligned_adaptor_get_options", [&] {
+    ResourceRef r(resource);
+    const core::AlignedOptions ao = core::aligned_options(*r->core);
+    tether_aligned_options_t c = TETHER_ALIGNED_OPTIONS_INIT;
+    c.alignment = ao.alignment;
+    c.threshold = ao.threshold;
+    write_info(out, c, "out");
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,47 @@
+// C glue of the limiting adaptor (tether/limiting.h).
+#include "internal.hpp"
+#include "tether_core/limiting.hpp"
+
+using namespace tether;
+using namespace tether::capi;
+
+namespace {
+const tether_limiting_options_t kLimitingDefaults = TETHER_LIMITING_OPTIONS_INIT;
+}
+
+extern "C" {
+
+TETHER_API tether_status_t tether_limiting_options_init(tether_limiting_options_t* options, size_t struct_size) {
+  return guard("tether_limiting_options_init",
+               [&] { init_options(options, struct_size, kLimitingDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_limiting_adaptor_create(tether_resource_t* upstream,
+                                                          const tether_limiting_options_t* options,
+                                                          tether_resource_t** out) {
+  return guard("tether_limiting_adaptor_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_limiting_options_t o = read_options(options, kLimitingDefaults, "options");
+    *out = make_resource_handle(core::make_limiting_adaptor(up->core, o.limit), upstream);
+  });
+}
+
+TETHER_API tether_status_t tether_limiting_adaptor_get_used_bytes(tether_resource_t* resource, uint64_t* out) {
+  return guard("tether_limiting_adaptor_get_used_bytes", [&] {
+    require_out(out);
+    ResourceRef r(resource);
+    *out = core::limiting_used_bytes(*r->core);
+  });
+}
+
+TETHER_API tether_status_t tether_limiting_adaptor_get_limit(tether_resource_t* resource, uint64_t* out) {
+  return guard("tether_limiting_adaptor_get_limit", [&] {
+    require_out(out);
+    ResourceRef r(resource);
+    *out = core::limiting_limit(*r->core);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,90 @@
+"""LimitingAdaptor: the limit, its queries, RMM spellings, threads, refused frees."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import tether
+
+
+def test_limit_holds_and_refusal_changes_nothing() -> None:
+    with tether.HostResource() as host, tether.LimitingAdaptor(host, "4 KiB") as lim:
+        assert lim.kind == tether.ResourceKind.LIMITING and lim.name == "limiting"
+        assert lim.limit == 4096 and lim.used_bytes == 0
+        a = lim.allocate(3000)
+        with pytest.raises(tether.OutOfMemoryError, match="limit of 4096"):
+            lim.allocate(1097)
+        assert lim.used_bytes == 3000
+        b = lim.allocate(1096)
+        assert lim.get_allocated_bytes() == 4096 and lim.get_allocation_limit() == 4096
+        lim.deallocate(a, 3000)
+        lim.deallocate(b, 1096)
+        assert lim.used_bytes == 0
+
+
+def test_rmm_spellings_and_upstream() -> None:
+    with tether.HostResource() as host:
+        with tether.LimitingAdaptor(upstream_mr=host, allocation_limit=1 << 20) as lim:
+            assert lim.limit == 1 << 20
+            with lim.upstream as up:
+                assert up == host
+        with pytest.raises(TypeError, match="limit"):
+            tether.LimitingAdaptor(host)
+        with pytest.raises(TypeError, match="upstream"):
+            tether.LimitingAdaptor(limit=10)
+        with pytest.raises(TypeError, match="not both"):
+            tether.LimitingAdaptor(host, 1, allocation_limit=2)
+        with pytest.raises(ValueError, match="limit"):
+            tether.LimitingAdaptor(host, "-1 KiB")
+
+
+def test_refuses_foreign_frees() -> None:
+    with tether.HostResource() as host, tether.LimitingAdaptor(host, 1 << 20) as lim:
+        mine = lim.allocate(100)
+        direct = host.allocate(100)
+        with pytest.raises(ValueError):
+            lim.deallocate(direct, 100)
+        with pytest.raises(ValueError):
+            host.deallocate(mine, 100)
+        assert lim.used_bytes == 100
+        lim.deallocate(mine, 100)
+        host.deallocate(direct, 100)
+
+
+def test_exact_under_threads() -> None:
+    block, slots = 1024, 4
+    with tether.HostResource() as host, tether.StatisticsAdaptor(host) as stats, \
+            tether.LimitingAdaptor(stats, block * slots) as lim:
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                for _ in range(2000):
+                    try:
+                        p = lim.allocate(block)
+                    except tether.OutOfMemoryError:
+                        continue
+                    lim.deallocate(p, block)
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert stats.statistics().peak_bytes <= block * slots
+        assert lim.used_bytes == 0
+
+
+def test_buffers_through_the_adaptor() -> None:
+    with tether.HostResource() as host, tether.LimitingAdaptor(host, "1 MiB") as lim:
+        with tether.Buffer("512 KiB", resource=lim) as buf:
+            assert lim.used_bytes == 512 * 1024
+            with pytest.raises(tether.OutOfMemoryError):
+                tether.Buffer("600 KiB", resource=lim)
+            assert buf.size == 512 * 1024
+        assert lim.used_bytes == 0
