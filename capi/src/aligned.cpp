@@ -1,5 +1,6 @@
 // C glue of the aligned adaptor (tether/aligned.h).
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/aligned.hpp"
 
 using namespace tether;
@@ -27,7 +28,7 @@ TETHER_API tether_status_t tether_aligned_adaptor_create(tether_resource_t* upst
     core::AlignedOptions ao;
     ao.alignment = o.alignment;
     ao.threshold = o.threshold;
-    *out = make_resource_handle(core::make_aligned_adaptor(up->core, ao), upstream);
+    *out = make_resource_handle(core::make_aligned_adaptor(up->core, ao), upstream, spec::format_options("aligned", &o));
   });
 }
 

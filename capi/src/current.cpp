@@ -16,9 +16,9 @@ HandleRef make_default(int slot) {
   // A spec in the environment (TETHER_RESOURCE_HOST / _<N> / TETHER_RESOURCE)
   // names the default; it is read here, at the slot's first get, never at load.
   if (HandleRef from_env = spec::default_from_environment(slot == Table::kHostSlot ? -1 : slot)) return from_env;
-  core::ResourcePtr r = slot == Table::kHostSlot ? core::make_host_resource()
-                                                 : core::cuda::make_cuda_resource(slot);
-  return HandleRef::adopt(make_resource_handle(std::move(r), nullptr));
+  if (slot == Table::kHostSlot) return HandleRef::adopt(make_resource_handle(core::make_host_resource(), nullptr));
+  return HandleRef::adopt(
+      make_resource_handle(core::cuda::make_cuda_resource(slot), nullptr, "device=" + std::to_string(slot)));
 }
 
 Table& table() {

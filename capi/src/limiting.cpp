@@ -1,5 +1,6 @@
 // C glue of the limiting adaptor (tether/limiting.h).
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/limiting.hpp"
 
 using namespace tether;
@@ -24,7 +25,7 @@ TETHER_API tether_status_t tether_limiting_adaptor_create(tether_resource_t* ups
     *out = nullptr;
     ResourceRef up(upstream);
     const tether_limiting_options_t o = read_options(options, kLimitingDefaults, "options");
-    *out = make_resource_handle(core::make_limiting_adaptor(up->core, o.limit), upstream);
+    *out = make_resource_handle(core::make_limiting_adaptor(up->core, o.limit), upstream, spec::format_options("limiting", &o));
   });
 }
 

@@ -36,8 +36,39 @@ const Field kAsyncFields[] = {
     TETHER_SPEC_FIELD(tether_async_options_t, ipc_handle_type, U32, nullptr),
 };
 
+const Field kLimitingFields[] = {
+    TETHER_SPEC_FIELD(tether_limiting_options_t, limit, Size, "allocation_limit"),
+};
+const Field kTrackingFields[] = {
+    TETHER_SPEC_FIELD(tether_tracking_options_t, capture_stacks, Bool, nullptr),
+};
+const Field kAlignedFields[] = {
+    TETHER_SPEC_FIELD(tether_aligned_options_t, alignment, Size, nullptr),
+    TETHER_SPEC_FIELD(tether_aligned_options_t, threshold, Size, "alignment_threshold"),
+};
+
 const tether_pool_options_t kPoolInit = TETHER_POOL_OPTIONS_INIT;
 const tether_async_options_t kAsyncInit = TETHER_ASYNC_OPTIONS_INIT;
+
+// An entry for a pool or adaptor created as create_fn(upstream, const Options*, out),
+// with the parameters `fields` (the Options' fields) and the defaults Options##_INIT.
+#define TETHER_SPEC_UPSTREAM_TYPE(name, Options, INIT, fields, create_fn)                                  \
+  Type {                                                                                                    \
+    name, Shape::Upstream, fields, std::size(fields), sizeof(Options),                                      \
+        [](void* o) {                                                                                        \
+          const Options init = INIT;                                                                         \
+          std::memcpy(o, &init, sizeof init);                                                                \
+        },                                                                                                   \
+        [](tether_resource_t* up, int, const void* o, tether_resource_t** out) {                             \
+          return create_fn(up, static_cast<const Options*>(o), out);                                         \
+        }                                                                                                    \
+  }
+// An adaptor without options: create_fn(upstream, out).
+#define TETHER_SPEC_PLAIN_ADAPTOR(name, create_fn)                                                          \
+  Type {                                                                                                    \
+    name, Shape::Upstream, nullptr, 0, 0, nullptr,                                                           \
+        [](tether_resource_t* up, int, const void*, tether_resource_t** out) { return create_fn(up, out); }  \
+  }
 
 const Type kTypes[] = {
     {"host", Shape::Leaf, nullptr, 0, 0, nullptr,
@@ -64,6 +95,13 @@ const Type kTypes[] = {
      [](tether_resource_t*, int d, const void*, tether_resource_t** out) {
        return tether_pinned_host_resource_create(d, out);
      }},
+    TETHER_SPEC_UPSTREAM_TYPE("limiting", tether_limiting_options_t, TETHER_LIMITING_OPTIONS_INIT, kLimitingFields,
+                              tether_limiting_adaptor_create),
+    TETHER_SPEC_UPSTREAM_TYPE("tracking", tether_tracking_options_t, TETHER_TRACKING_OPTIONS_INIT, kTrackingFields,
+                              tether_tracking_adaptor_create),
+    TETHER_SPEC_UPSTREAM_TYPE("aligned", tether_aligned_options_t, TETHER_ALIGNED_OPTIONS_INIT, kAlignedFields,
+                              tether_aligned_adaptor_create),
+    TETHER_SPEC_PLAIN_ADAPTOR("prefetch", tether_prefetch_adaptor_create),
 };
 
 std::string known_types() {

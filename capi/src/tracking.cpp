@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "internal.hpp"
+#include "spec.hpp"
 #include "tether_core/tracking.hpp"
 
 using namespace tether;
@@ -40,7 +41,7 @@ TETHER_API tether_status_t tether_tracking_adaptor_create(tether_resource_t* ups
     *out = nullptr;
     ResourceRef up(upstream);
     const tether_tracking_options_t o = read_options(options, kTrackingDefaults, "options");
-    *out = make_resource_handle(core::make_tracking_adaptor(up->core, o.capture_stacks != 0), upstream);
+    *out = make_resource_handle(core::make_tracking_adaptor(up->core, o.capture_stacks != 0), upstream, spec::format_options("tracking", &o));
   });
 }
 

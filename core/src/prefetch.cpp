@@ -16,6 +16,8 @@ namespace cuda {
 #if TETHER_HAVE_CUDA_HEADERS
 void prefetch(const void* ptr, std::size_t bytes, int device, stream_t stream) {
   const detail::Driver& d = detail::driver();
+  if (d.MemPrefetchAsync == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, "prefetch: this CUDA driver does not provide cuMemPrefetchAsync");
   detail::ScopedContext ctx(device);
   const CUresult r = d.MemPrefetchAsync(detail::as_dptr(ptr), bytes, detail::device_handle(device),
                                         detail::as_stream(stream));
@@ -25,6 +27,7 @@ void prefetch(const void* ptr, std::size_t bytes, int device, stream_t stream) {
 
 bool can_prefetch(int device) {
   const detail::Driver& d = detail::driver();
+  if (d.MemPrefetchAsync == nullptr) return false;
   int value = 0;
   detail::check(d.DeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
                                      detail::device_handle(device)),

@@ -75,6 +75,12 @@ FACTORIES: dict[str, Factory] = {
     "statistics_host": Factory(lambda: statistics(host())),
     "statistics_pool_host": Factory(lambda: statistics(pool(host()))),
     "pool_statistics_host": Factory(lambda: pool(statistics(host()))),
+    "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="256 MiB"), capacity=256 * MiB),
+    "pool_limiting_host": Factory(lambda: pool(over(tether.LimitingAdaptor, host(), limit="256 MiB")),
+                                  capacity=256 * MiB),
+    "tracking_host": Factory(lambda: over(tether.TrackingAdaptor, host())),
+    "tracking_stacks_host": Factory(lambda: over(tether.TrackingAdaptor, host(), capture_stacks=True)),
+    "aligned_host": Factory(lambda: over(tether.AlignedAdaptor, host(), alignment="64 KiB", threshold="1 KiB")),
     # ---- CUDA (skipped without a device) ---------------------------------------------------
     "cuda": Factory(lambda: tether.CudaResource(0), gpu=True, twins_share_frees=True),
     "async": Factory(lambda: tether.AsyncResource(0), gpu=True, twins_share_frees=True),
@@ -94,6 +100,14 @@ FACTORIES: dict[str, Factory] = {
     "statistics_cuda": Factory(lambda: statistics(tether.CudaResource(0)), gpu=True),
     "statistics_pool_async": Factory(lambda: statistics(pool(tether.AsyncResource(0))), gpu=True),
     "pool_statistics_managed": Factory(lambda: pool(statistics(tether.ManagedResource(0))), gpu=True),
+    "limiting_cuda": Factory(lambda: over(tether.LimitingAdaptor, tether.CudaResource(0), limit="4 GiB"), gpu=True,
+                             capacity=4 * GiB, twins_share_frees=True),
+    "tracking_async": Factory(lambda: over(tether.TrackingAdaptor, tether.AsyncResource(0)), gpu=True),
+    "aligned_cuda": Factory(lambda: over(tether.AlignedAdaptor, tether.CudaResource(0), alignment="64 KiB",
+                                         threshold="1 KiB"), gpu=True),
+    "prefetch_managed": Factory(lambda: over(tether.PrefetchAdaptor, tether.ManagedResource(0)), gpu=True),
+    "pool_prefetch_managed": Factory(lambda: pool(over(tether.PrefetchAdaptor, tether.ManagedResource(0))),
+                                     gpu=True),
 }
 
 

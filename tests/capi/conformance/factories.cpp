@@ -79,6 +79,32 @@ Handle pinned_host(int device) {
                 [&](tether_resource_t** out) { return tether_pinned_host_resource_create(device, out); });
 }
 
+Handle limiting(Handle upstream, std::size_t limit) {
+  tether_limiting_options_t o = TETHER_LIMITING_OPTIONS_INIT;
+  o.limit = limit;
+  return create("limiting",
+                [&](tether_resource_t** out) { return tether_limiting_adaptor_create(upstream.get(), &o, out); });
+}
+
+Handle tracking(Handle upstream, bool capture_stacks) {
+  tether_tracking_options_t o = TETHER_TRACKING_OPTIONS_INIT;
+  o.capture_stacks = capture_stacks ? 1 : 0;
+  return create("tracking",
+                [&](tether_resource_t** out) { return tether_tracking_adaptor_create(upstream.get(), &o, out); });
+}
+
+Handle aligned(Handle upstream, std::size_t alignment, std::size_t threshold) {
+  tether_aligned_options_t o = TETHER_ALIGNED_OPTIONS_INIT;
+  o.alignment = alignment;
+  o.threshold = threshold;
+  return create("aligned",
+                [&](tether_resource_t** out) { return tether_aligned_adaptor_create(upstream.get(), &o, out); });
+}
+
+Handle prefetch(Handle upstream) {
+  return create("prefetch", [&](tether_resource_t** out) { return tether_prefetch_adaptor_create(upstream.get(), out); });
+}
+
 const std::vector<Factory>& all_factories() {
   static const std::vector<Factory> list = {
       // ---- host ---------------------------------------------------------------------------
@@ -93,6 +119,15 @@ const std::vector<Factory>& all_factories() {
       {"statistics_pool_host", [] { return statistics(pool(host())); }, Needs::host},
       {"pool_statistics_host", [] { return pool(statistics(host())); }, Needs::host},
       {"statistics_statistics_host", [] { return statistics(statistics(host())); }, Needs::host},
+      {"limiting_host", [] { return limiting(host(), 256 * MiB); }, Needs::host, 256 * MiB},
+      {"pool_limiting_host", [] { return pool(limiting(host(), 256 * MiB)); }, Needs::host, 256 * MiB},
+      {"limiting_pool_host", [] { return limiting(pool(host()), 256 * MiB); }, Needs::host, 256 * MiB},
+      {"tracking_host", [] { return tracking(host(), false); }, Needs::host},
+      {"tracking_stacks_host", [] { return tracking(host(), true); }, Needs::host},
+      {"pool_tracking_host", [] { return pool(tracking(host(), false)); }, Needs::host},
+      // threshold above the suite's wrong-alignment check (1000 bytes): see docs/resources/aligned.rst
+      {"aligned_host", [] { return aligned(host(), 64 * KiB, 1024); }, Needs::host},
+      {"aligned_pool_host", [] { return aligned(pool(host()), 4 * KiB, 1024); }, Needs::host},
       // ---- CUDA (skipped without a device) --------------------------------------------------
       {"cuda", [] { return cuda(); }, Needs::gpu, 0, kTwinsShareFrees},
       {"async_owned", [] { return async(); }, Needs::gpu, 0, kTwinsShareFrees},
@@ -113,6 +148,12 @@ const std::vector<Factory>& all_factories() {
       {"statistics_managed", [] { return statistics(managed()); }, Needs::gpu},
       {"statistics_pool_cuda", [] { return statistics(pool(cuda())); }, Needs::gpu},
       {"pool_statistics_async", [] { return pool(statistics(async())); }, Needs::gpu},
+      {"limiting_cuda", [] { return limiting(cuda(), 4 * GiB); }, Needs::gpu, 4 * GiB, kTwinsShareFrees},
+      {"tracking_async", [] { return tracking(async(), false); }, Needs::gpu},
+      {"aligned_cuda", [] { return aligned(cuda(), 64 * KiB, 1024); }, Needs::gpu},
+      {"prefetch_managed", [] { return prefetch(managed()); }, Needs::gpu},
+      {"pool_prefetch_managed", [] { return pool(prefetch(managed())); }, Needs::gpu},
+      {"prefetch_pool_managed", [] { return prefetch(pool(managed())); }, Needs::gpu},
   };
   return list;
 }

@@ -1,8 +1,7 @@
 // The limiting, tracking, aligned and prefetch adaptors over CUDA upstreams:
-// the conformance suite, and prefetching on a stream. Skipped without a device.
+// prefetching on a stream (their conformance runs in tests/capi/conformance). Skipped without a device.
 #include <vector>
 
-#include "conformance.hpp"
 #include "cuda_test_support.hpp"
 #include "tether_core/aligned.hpp"
 #include "tether_core/limiting.hpp"
@@ -14,36 +13,7 @@
 namespace {
 
 using namespace tether;
-using test::ResourceFactory;
-using test::cuda::device_access;
-using test::cuda::gpu_skip_reason;
 namespace cu = tether::core::cuda;
-
-core::ResourcePtr aligned(core::ResourcePtr up, std::size_t alignment, std::size_t threshold) {
-  core::AlignedOptions o;
-  o.alignment = alignment;
-  o.threshold = threshold;
-  return core::make_aligned_adaptor(std::move(up), o);
-}
-
-constexpr std::size_t kHuge = std::size_t{1} << 46;
-
-std::vector<ResourceFactory> adaptor_factories() {
-  const auto skip = [] { return gpu_skip_reason(); };
-  const test::MemoryAccess dev = device_access();
-  return {
-      {"limiting_cuda", [] { return core::make_limiting_adaptor(cu::make_cuda_resource(0), kHuge); }, skip, dev},
-      {"tracking_async", [] { return core::make_tracking_adaptor(cu::make_async_resource(0, {}), false); }, skip, dev},
-      {"aligned_cuda", [] { return aligned(cu::make_cuda_resource(0), 1 << 16, 1024); }, skip, dev},
-      {"prefetch_managed", [] { return core::make_prefetch_adaptor(cu::make_managed_resource(0)); }, skip},
-      {"pool_prefetch_managed",
-       [] { return core::make_pool_resource(core::make_prefetch_adaptor(cu::make_managed_resource(0)), {}); }, skip},
-      {"prefetch_pool_managed",
-       [] { return core::make_prefetch_adaptor(core::make_pool_resource(cu::make_managed_resource(0), {})); }, skip},
-  };
-}
-
-TETHER_INSTANTIATE_CONFORMANCE(CudaAdaptors, adaptor_factories());
 
 TEST(CudaPrefetch, PrefetchesOnTheAllocationStreamAndRefusesDeviceMemory) {
   TETHER_REQUIRE_GPU();
