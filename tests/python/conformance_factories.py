@@ -80,7 +80,7 @@ FACTORIES: dict[str, Factory] = {
                                   capacity=256 * MiB),
     "tracking_host": Factory(lambda: over(tether.TrackingAdaptor, host())),
     "tracking_stacks_host": Factory(lambda: over(tether.TrackingAdaptor, host(), capture_stacks=True)),
-    "aligned_host": Factory(lambda: over(tether.AlignedAdaptor, host(), alignment="64 KiB", threshold="1 KiB")),
+    "aligned_host": Factory(lambda: over(tether.AlignedAdaptor, host(), alignment="64 KiB", threshold="16 KiB")),
     # ---- CUDA (skipped without a device) ---------------------------------------------------
     "cuda": Factory(lambda: tether.CudaResource(0), gpu=True, twins_share_frees=True),
     "async": Factory(lambda: tether.AsyncResource(0), gpu=True, twins_share_frees=True),
@@ -104,7 +104,7 @@ FACTORIES: dict[str, Factory] = {
                              capacity=4 * GiB, twins_share_frees=True),
     "tracking_async": Factory(lambda: over(tether.TrackingAdaptor, tether.AsyncResource(0)), gpu=True),
     "aligned_cuda": Factory(lambda: over(tether.AlignedAdaptor, tether.CudaResource(0), alignment="64 KiB",
-                                         threshold="1 KiB"), gpu=True),
+                                         threshold="16 KiB"), gpu=True),
     "prefetch_managed": Factory(lambda: over(tether.PrefetchAdaptor, tether.ManagedResource(0)), gpu=True),
     "pool_prefetch_managed": Factory(lambda: pool(over(tether.PrefetchAdaptor, tether.ManagedResource(0))),
                                      gpu=True),
