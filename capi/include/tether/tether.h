@@ -18,5 +18,8 @@
 #include "tether/cuda.h"
 #include "tether/debug.h"
 #include "tether/torch.h"
+#include "tether/arena.h"
+#include "tether/binning.h"
+#include "tether/fixed_size.h"
 
 #endif /* TETHER_TETHER_H */

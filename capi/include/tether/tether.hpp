@@ -814,4 +814,9 @@ using host_accessible_resource = resource_with<host_accessible>;
 
 }  // namespace tether
 
+// Per-module factories (one header per resource type).
+#include "tether/cpp/arena.hpp"
+#include "tether/cpp/binning.hpp"
+#include "tether/cpp/fixed_size.hpp"
+
 #endif  // TETHER_TETHER_HPP
