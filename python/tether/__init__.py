@@ -26,6 +26,9 @@ from ._resources import (HostResource, PoolInfo, PoolResource, Resource, Resourc
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
+from ._arena import ArenaInfo, ArenaResource
+from ._binning import BinningInfo, BinningResource
+from ._fixed_size import FixedSizeInfo, FixedSizeResource
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
@@ -69,6 +72,7 @@ __all__ = [
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",
     "Buffer",
+    "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",
