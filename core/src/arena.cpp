@@ -26,6 +26,8 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <tuple>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -82,6 +84,7 @@ struct Chunk;
 struct Slot {
   std::uintptr_t base = 0;             // its memory
   Chunk* chunk = nullptr;
+  std::size_t index = 0;               // in its chunk
   std::atomic<Arena*> owner{nullptr};  // set while an arena owns it
   // Global lock:
   SlotState state = SlotState::Free;
@@ -114,6 +117,9 @@ struct alignas(64) Arena {
   const stream_t stream;
   std::vector<Slot*> slots;  // owned superblocks, most recently taken last
   std::size_t empty = 0;     // of those, wholly free
+  // Every free range of those superblocks by (length, slot base, offset): best fit.
+  std::set<std::tuple<std::size_t, std::uintptr_t, std::size_t>> by_size;
+  std::unordered_map<std::uintptr_t, Slot*> slot_at;  // slot base -> slot
 };
 
 std::atomic<std::uint64_t> g_arena_serial{0};
@@ -172,6 +178,8 @@ class ArenaResource final : public Resource {
           for (std::size_t i = 0; i < c->count; ++i) pending_events |= (c->slots[i].ready != nullptr);
           c->returned = true;
           held_ -= c->bytes;
+          runs_.erase(c->base);
+          by_size_.erase({c->count, c->base});
           give_back.emplace_back(c->base, c->bytes);
         } else {
           keep.push_back(c);
@@ -250,7 +258,7 @@ class ArenaResource final : public Resource {
       check_live(ptr, it != s.live.end() ? &it->second : nullptr, owner, bytes, alignment);
       const std::size_t span = it->second.span;
       s.live.erase(it);
-      give_range(s, offset, span);
+      give_range(*a, s, offset, span);
       s.used -= span;
       // Given back with an event on this stream only if every free in it was
       // on the arena's stream (a free on another stream synchronised that
@@ -293,12 +301,16 @@ class ArenaResource final : public Resource {
     for (std::size_t i = 0; i < c->count; ++i) {
       c->slots[i].base = c->base + i * sb_;
       c->slots[i].chunk = c.get();
+      c->slots[i].index = i;
     }
     std::lock_guard<std::mutex> g(global_);
     ChunkList next = *chunks();
     next.push_back(c.get());
     held_ += bytes;
+    Chunk* raw = c.get();
     all_chunks_.push_back(std::move(c));
+    raw->free_slots = 0;
+    add_run_locked(raw, 0, raw->count);
     publish_locked(std::move(next));
   }
 
@@ -351,21 +363,18 @@ class ArenaResource final : public Resource {
 
   // ---- carving within superblocks (arena lock held) -----------------------
 
+  // Best fit over every free range of the arena's superblocks.
   void* carve_from(Arena& a, std::size_t bytes, std::size_t span, std::size_t alignment, owner_t owner) {
-    for (auto it = a.slots.rbegin(); it != a.slots.rend(); ++it)
-      if (void* p = carve(a, *it, bytes, span, alignment, owner)) return p;
-    return nullptr;
-  }
-
-  void* carve(Arena& a, Slot* s, std::size_t bytes, std::size_t span, std::size_t alignment, owner_t owner) {
-    const std::uintptr_t base = slot_base(s);
-    for (auto it = s->free.begin(); it != s->free.end(); ++it) {
-      const std::size_t off = it->first, len = it->second;
+    // With an alignment above the granule a range of span + alignment - granule always fits.
+    for (auto it = a.by_size.lower_bound({span, 0, 0}); it != a.by_size.end(); ++it) {
+      const auto [len, base, off] = *it;
       const std::size_t start = round_up(base + off, alignment) - base;
       if (start + span > off + len) continue;
-      s->free.erase(it);
-      if (start > off) s->free.emplace(off, start - off);
-      if (off + len > start + span) s->free.emplace(start + span, off + len - start - span);
+      Slot* s = a.slot_at.at(base);
+      a.by_size.erase(it);
+      s->free.erase(off);
+      if (start > off) add_range(a, *s, off, start - off);
+      if (off + len > start + span) add_range(a, *s, start + span, off + len - start - span);
       if (s->used == 0) --a.empty;
       s->used += span;
       s->live.emplace(start, SmallLive{bytes, alignment, span, owner});
@@ -374,20 +383,33 @@ class ArenaResource final : public Resource {
     return nullptr;
   }
 
-  static void give_range(Slot& s, std::size_t off, std::size_t len) {
+  static void add_range(Arena& a, Slot& s, std::size_t off, std::size_t len) {
+    s.free.emplace(off, len);
+    a.by_size.emplace(len, s.base, off);
+  }
+  static void remove_range(Arena& a, Slot& s, std::map<std::size_t, std::size_t>::iterator it) {
+    a.by_size.erase({it->second, s.base, it->first});
+    s.free.erase(it);
+  }
+
+  // Give [off, off+len) of s back to arena a, coalescing with free neighbours.
+  static void give_range(Arena& a, Slot& s, std::size_t off, std::size_t len) {
     auto next = s.free.lower_bound(off);
     if (next != s.free.end() && next->first == off + len) {
       len += next->second;
-      next = s.free.erase(next);
+      auto after = std::next(next);
+      remove_range(a, s, next);
+      next = after;
     }
     if (next != s.free.begin()) {
       auto prev = std::prev(next);
       if (prev->first + prev->second == off) {
-        prev->second += len;
-        return;
+        off = prev->first;
+        len += prev->second;
+        remove_range(a, s, prev);
       }
     }
-    s.free.emplace(off, len);
+    add_range(a, s, off, len);
   }
 
   static std::uintptr_t slot_base(const Slot* s) noexcept { return s->base; }
@@ -404,8 +426,9 @@ class ArenaResource final : public Resource {
         if (Slot* s = find_run_locked(1, sb_, stream)) {
           s->state = SlotState::Arena;
           s->free.clear();
-          s->free.emplace(0, sb_);
           s->used = 0;
+          add_range(a, *s, 0, sb_);
+          a.slot_at.emplace(s->base, s);
           s->owner.store(&a, std::memory_order_release);
           a.slots.push_back(s);
           ++a.empty;
@@ -446,26 +469,56 @@ class ArenaResource final : public Resource {
     }
   }
 
-  // First run of n free slots whose start is `alignment`-aligned; marks them
-  // taken (free_slots, waits) and returns the first, or nullptr. Global lock held.
+  // Best-fitting run of n free slots whose start is `alignment`-aligned;
+  // takes it out of the free runs (waits ordered) and returns its first slot,
+  // or nullptr. Global lock held.
   Slot* find_run_locked(std::size_t n, std::size_t alignment, stream_t stream) {
-    for (Chunk* c : *chunks()) {
-      if (c->free_slots < n) continue;
-      std::size_t run = 0;
-      for (std::size_t i = 0; i < c->count; ++i) {
-        if (c->slots[i].state != SlotState::Free) {
-          run = 0;
-          continue;
-        }
-        if (run == 0 && (c->base + i * sb_) % alignment != 0) continue;
-        if (++run < n) continue;
-        Slot* first = &c->slots[i + 1 - n];
-        order_before_use(first, n, stream);
-        c->free_slots -= n;
-        return first;
-      }
+    for (auto it = by_size_.lower_bound({n, 0}); it != by_size_.end(); ++it) {
+      const auto [len, start] = *it;
+      Chunk* c = runs_.at(start).chunk;
+      const std::size_t first = (round_up(start, alignment) - c->base) / sb_;
+      const std::size_t at = (start - c->base) / sb_;
+      if (first + n > at + len) continue;
+      by_size_.erase(it);
+      runs_.erase(start);
+      if (first > at) put_run_locked(c, at, first - at);
+      if (at + len > first + n) put_run_locked(c, first + n, at + len - first - n);
+      c->free_slots -= n;
+      Slot* s = &c->slots[first];
+      for (std::size_t i = 0; i < n; ++i) s[i].state = SlotState::Arena;  // taken; the caller sets the real state
+      order_before_use(s, n, stream);
+      return s;
     }
     return nullptr;
+  }
+
+  void put_run_locked(Chunk* c, std::size_t at, std::size_t n) {
+    const std::uintptr_t start = c->base + at * sb_;
+    runs_.emplace(start, Run{n, c});
+    by_size_.emplace(n, start);
+  }
+
+  // Slots [at, at+n) of c are free again: coalesce with free neighbours of the same chunk.
+  void add_run_locked(Chunk* c, std::size_t at, std::size_t n) {
+    c->free_slots += n;
+    std::uintptr_t start = c->base + at * sb_;
+    auto next = runs_.lower_bound(start);
+    if (next != runs_.end() && next->second.chunk == c && next->first == start + n * sb_) {
+      n += next->second.n;
+      by_size_.erase({next->second.n, next->first});
+      next = runs_.erase(next);
+    }
+    if (next != runs_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->second.chunk == c && prev->first + prev->second.n * sb_ == start) {
+        start = prev->first;
+        n += prev->second.n;
+        by_size_.erase({prev->second.n, prev->first});
+        runs_.erase(prev);
+      }
+    }
+    runs_.emplace(start, Run{n, c});
+    by_size_.emplace(n, start);
   }
 
   // Make `stream` wait for the last users of slots [s, s+n). Global lock held.
@@ -522,6 +575,8 @@ class ArenaResource final : public Resource {
     std::lock_guard<std::mutex> g(global_);
     a.slots.erase(std::find(a.slots.begin(), a.slots.end(), s));
     --a.empty;
+    for (const auto& [off, len] : s->free) a.by_size.erase({len, s->base, off});
+    a.slot_at.erase(s->base);
     s->owner.store(nullptr, std::memory_order_release);
     s->state = SlotState::Free;
     s->free.clear();
@@ -537,7 +592,7 @@ class ArenaResource final : public Resource {
       }
       s->freed_on = live_stream ? stream : a.stream;
     }
-    s->chunk->free_slots += 1;
+    add_run_locked(s->chunk, s->index, 1);
   }
 
   void free_large(owner_t owner, void* ptr, Chunk* c, std::size_t index, std::size_t bytes, std::size_t alignment,
@@ -557,7 +612,7 @@ class ArenaResource final : public Resource {
       x.unsynced = false;
       x.freed_on = stream;
     }
-    c->free_slots += s.run;
+    add_run_locked(c, index, s.run);
     s.run = 0;
   }
 
@@ -617,6 +672,12 @@ class ArenaResource final : public Resource {
   std::vector<std::unique_ptr<ChunkList>> lists_;    // every list ever published
   std::atomic<const ChunkList*> current_{nullptr};
   std::size_t held_ = 0;
+  struct Run {
+    std::size_t n;  // slots
+    Chunk* chunk;
+  };
+  std::map<std::uintptr_t, Run> runs_;                          // free runs by address, coalesced per chunk
+  std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;    // the same by (slots, address): best fit
 
   std::mutex arenas_mutex_;
   std::unordered_map<std::uintptr_t, std::unique_ptr<Arena>> arenas_;
