@@ -47,4 +47,5 @@ class ArenaResource(UpstreamAdaptor):
 
     def arena_info(self) -> ArenaInfo:
         """What the arena holds now."""
-        return ArenaInfo.from_struct(query_struct("tether_arena_info_t", lib.tether_arena_get_info, self))
+        info: ArenaInfo = ArenaInfo.from_struct(query_struct("tether_arena_info_t", lib.tether_arena_get_info, self))
+        return info

@@ -22,6 +22,15 @@ class BinningInfo(struct_tuple("tether_binning_info_t")):  # type: ignore[misc]
 Bins = Union[tuple[int, int], Iterable[Union[Size, tuple[Size, "Resource | None"]]]]
 
 
+def _exponent_pair(bins: object) -> tuple[int, int] | None:
+    """``bins`` as a (min_exp, max_exp) pair of ints, or None if it is something else."""
+    if isinstance(bins, tuple) and len(bins) == 2:
+        lo, hi = bins
+        if all(isinstance(e, int) and not isinstance(e, bool) for e in (lo, hi)):
+            return int(lo), int(hi)
+    return None
+
+
 @register(lib.TETHER_RESOURCE_KIND_BINNING)
 class BinningResource(UpstreamAdaptor):
     """Requests routed by size to bins (``tether_binning_resource_create``).
@@ -62,9 +71,9 @@ class BinningResource(UpstreamAdaptor):
             if min_size_exponent is None or max_size_exponent is None:
                 raise TypeError("min_size_exponent and max_size_exponent go together")
             bins = (min_size_exponent, max_size_exponent)
-        if isinstance(bins, tuple) and len(bins) == 2 and all(isinstance(e, int) and not isinstance(e, bool)
-                                                              for e in bins):
-            lo, hi = bins
+        pair = _exponent_pair(bins)
+        if pair is not None:
+            lo, hi = pair
             if lo < 0 or hi < 0:
                 raise ValueError(f"bins: exponents must not be negative, not {bins!r}")
         elif bins is not None:
@@ -108,7 +117,8 @@ class BinningResource(UpstreamAdaptor):
 
     def binning_info(self) -> BinningInfo:
         """How many bins there are and their range."""
-        return BinningInfo.from_struct(query_struct("tether_binning_info_t", lib.tether_binning_get_info, self))
+        info: BinningInfo = BinningInfo.from_struct(query_struct("tether_binning_info_t", lib.tether_binning_get_info, self))
+        return info
 
 
 

@@ -58,7 +58,8 @@ class FixedSizeResource(UpstreamAdaptor):
 
     def fixed_size_info(self) -> FixedSizeInfo:
         """Blocks held and free now."""
-        return FixedSizeInfo.from_struct(query_struct("tether_fixed_size_info_t", lib.tether_fixed_size_get_info, self))
+        info: FixedSizeInfo = FixedSizeInfo.from_struct(query_struct("tether_fixed_size_info_t", lib.tether_fixed_size_get_info, self))
+        return info
 
     @property
     def block_size(self) -> int:
