@@ -118,8 +118,7 @@ struct alignas(64) Arena {
   std::vector<Slot*> slots;  // owned superblocks, most recently taken last
   std::size_t empty = 0;     // of those, wholly free
   // Every free range of those superblocks by (length, slot base, offset): best fit.
-  std::set<std::tuple<std::size_t, std::uintptr_t, std::size_t>> by_size;
-  std::unordered_map<std::uintptr_t, Slot*> slot_at;  // slot base -> slot
+  std::set<std::tuple<std::size_t, Slot*, std::size_t>> by_size;
 };
 
 std::atomic<std::uint64_t> g_arena_serial{0};
@@ -128,9 +127,12 @@ struct ArenaCacheEntry {
   std::uintptr_t key = 0;
   Arena* arena = nullptr;
 };
-thread_local ArenaCacheEntry t_cache[8];
-thread_local unsigned t_cache_next = 0;
-thread_local char t_thread_marker;  // its address identifies the thread
+// One thread_local object (one TLS lookup per call); its address identifies the thread.
+struct ThreadArenas {
+  ArenaCacheEntry entries[8];
+  unsigned next = 0;
+};
+thread_local ThreadArenas t_arenas;
 
 class ArenaResource final : public Resource {
  public:
@@ -344,8 +346,9 @@ class ArenaResource final : public Resource {
   // ---- arenas ------------------------------------------------------------
 
   Arena& arena_for(stream_t stream) {
-    const std::uintptr_t key = order_ != nullptr ? stream : reinterpret_cast<std::uintptr_t>(&t_thread_marker);
-    for (const ArenaCacheEntry& e : t_cache)
+    ThreadArenas& mine = t_arenas;
+    const std::uintptr_t key = order_ != nullptr ? stream : reinterpret_cast<std::uintptr_t>(&mine);
+    for (const ArenaCacheEntry& e : mine.entries)
       if (e.serial == serial_ && e.key == key) return *e.arena;
     Arena* a;
     {
@@ -357,7 +360,7 @@ class ArenaResource final : public Resource {
       }
       a = slot.get();
     }
-    t_cache[t_cache_next++ % 8] = ArenaCacheEntry{serial_, key, a};
+    mine.entries[mine.next++ % 8] = ArenaCacheEntry{serial_, key, a};
     return *a;
   }
 
@@ -367,10 +370,10 @@ class ArenaResource final : public Resource {
   void* carve_from(Arena& a, std::size_t bytes, std::size_t span, std::size_t alignment, owner_t owner) {
     // With an alignment above the granule a range of span + alignment - granule always fits.
     for (auto it = a.by_size.lower_bound({span, 0, 0}); it != a.by_size.end(); ++it) {
-      const auto [len, base, off] = *it;
+      const auto [len, s, off] = *it;
+      const std::uintptr_t base = s->base;
       const std::size_t start = round_up(base + off, alignment) - base;
       if (start + span > off + len) continue;
-      Slot* s = a.slot_at.at(base);
       a.by_size.erase(it);
       s->free.erase(off);
       if (start > off) add_range(a, *s, off, start - off);
@@ -385,10 +388,10 @@ class ArenaResource final : public Resource {
 
   static void add_range(Arena& a, Slot& s, std::size_t off, std::size_t len) {
     s.free.emplace(off, len);
-    a.by_size.emplace(len, s.base, off);
+    a.by_size.emplace(len, &s, off);
   }
   static void remove_range(Arena& a, Slot& s, std::map<std::size_t, std::size_t>::iterator it) {
-    a.by_size.erase({it->second, s.base, it->first});
+    a.by_size.erase({it->second, &s, it->first});
     s.free.erase(it);
   }
 
@@ -428,7 +431,6 @@ class ArenaResource final : public Resource {
           s->free.clear();
           s->used = 0;
           add_range(a, *s, 0, sb_);
-          a.slot_at.emplace(s->base, s);
           s->owner.store(&a, std::memory_order_release);
           a.slots.push_back(s);
           ++a.empty;
@@ -575,8 +577,7 @@ class ArenaResource final : public Resource {
     std::lock_guard<std::mutex> g(global_);
     a.slots.erase(std::find(a.slots.begin(), a.slots.end(), s));
     --a.empty;
-    for (const auto& [off, len] : s->free) a.by_size.erase({len, s->base, off});
-    a.slot_at.erase(s->base);
+    for (const auto& [off, len] : s->free) a.by_size.erase({len, s, off});
     s->owner.store(nullptr, std::memory_order_release);
     s->state = SlotState::Free;
     s->free.clear();
