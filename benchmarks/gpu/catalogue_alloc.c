@@ -27,6 +27,7 @@
  * unless an allocation fails.
  *
  * usage: bench_catalogue_alloc [ops per thread (default 20000)] [repetitions (default 5)] [--host]
+ *                              [--only TEXT]   (only the contenders whose name contains TEXT, and the reference)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -117,6 +118,7 @@ typedef struct worker {
   void** live;
   size_t* sizes;
   pthread_barrier_t* start;
+  double t0, t1; /* this thread's first and last op (the pass is min t0 .. max t1) */
   int failed;
 } worker;
 
@@ -125,6 +127,7 @@ static void* run_worker(void* arg) {
   size_t i, n_live = 0;
   if (g_gpu) cu.CtxSetCurrent(g_ctx);
   pthread_barrier_wait(w->start);
+  w->t0 = bench_now_ns();
   for (i = 0; i < w->pattern->n_ops; ++i) {
     const bench_op op = w->pattern->ops[i];
     if (op.is_alloc) {
@@ -143,7 +146,7 @@ static void* run_worker(void* arg) {
     --n_live;
     tether_resource_deallocate(w->resource, w->live[n_live], w->sizes[n_live], 0, w->stream);
   }
-  pthread_barrier_wait(w->start);
+  w->t1 = bench_now_ns();
   return NULL;
 }
 
@@ -153,7 +156,7 @@ static double timed_pass(tether_resource_t* r, int threads, const bench_pattern*
   worker w[MAX_THREADS];
   pthread_barrier_t barrier;
   size_t pairs = 0;
-  double t0, t1;
+  double t0 = 0, t1 = 0;
   int t, failed = 0;
   pthread_barrier_init(&barrier, NULL, (unsigned)threads + 1);
   for (t = 0; t < threads; ++t) {
@@ -168,12 +171,11 @@ static double timed_pass(tether_resource_t* r, int threads, const bench_pattern*
     pthread_create(&w[t].thread, NULL, run_worker, &w[t]);
   }
   pthread_barrier_wait(&barrier);
-  t0 = bench_now_ns();
-  pthread_barrier_wait(&barrier);
-  t1 = bench_now_ns();
   for (t = 0; t < threads; ++t) {
     pthread_join(w[t].thread, NULL);
     failed |= w[t].failed;
+    if (t == 0 || w[t].t0 < t0) t0 = w[t].t0;
+    if (t == 0 || w[t].t1 > t1) t1 = w[t].t1;
   }
   pthread_barrier_destroy(&barrier);
   if (g_gpu)
@@ -185,6 +187,7 @@ int main(int argc, char** argv) {
   static const int kThreads[3] = {1, 4, 8};
   size_t ops = 20000, reps = 5, i, c, n_contenders;
   int force_host = 0, t, k, failures = 0;
+  const char* only = NULL;
   bench_pattern patterns[MAX_THREADS];
   tether_stream_t streams[MAX_THREADS];
   void** live;
@@ -196,11 +199,12 @@ int main(int argc, char** argv) {
 
   for (k = 1; k < argc; ++k) {
     if (strcmp(argv[k], "--host") == 0) force_host = 1;
+    else if (strcmp(argv[k], "--only") == 0 && k + 1 < argc) only = argv[++k];
     else if (pos++ == 0) ops = (size_t)strtoull(argv[k], NULL, 10);
     else reps = (size_t)strtoull(argv[k], NULL, 10);
   }
   if (ops == 0 || reps == 0) {
-    fprintf(stderr, "usage: %s [ops per thread] [repetitions] [--host]\n", argv[0]);
+    fprintf(stderr, "usage: %s [ops per thread] [repetitions] [--host] [--only TEXT]\n", argv[0]);
     return 2;
   }
   g_gpu = !force_host && load_driver() == 0 && tether_cuda_resource_create(0, &up) == TETHER_OK;
@@ -235,7 +239,13 @@ int main(int argc, char** argv) {
   printf("%-30s %12s %12s %12s %8s %8s %8s\n", "resource", "1 thread", "4 threads", "8 threads", "x ref 1", "x ref 4",
          "x ref 8");
   for (c = 0; c < n_contenders; ++c) {
-    double* v = malloc(sizeof(double) * reps);
+    double* v;
+    if (c > 0 && only != NULL && strstr(cs[c].name, only) == NULL) {
+      if (cs[c].resource != NULL) tether_resource_release(cs[c].resource);
+      cs[c].resource = NULL;
+      continue;
+    }
+    v = malloc(sizeof(double) * reps);
     /* The binning resources are built just before their run, so the 8 GiB pools are not held at once. */
     if (c == 4) cs[c].resource = make_binning(make_pool(up, big));
     if (c == 5) cs[c].resource = make_binning(make_arena(up, 0));

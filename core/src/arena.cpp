@@ -43,6 +43,8 @@ constexpr std::size_t kGranule = 256;
 constexpr std::size_t kDefaultSuperblock = std::size_t{1} << 20;
 constexpr std::size_t kMinGrowth = std::size_t{32} << 20;
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
+// Wholly free superblocks an arena keeps before giving more back (defragmentation takes them all).
+constexpr std::size_t kCachedEmpty = 1;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
 
@@ -265,7 +267,7 @@ class ArenaResource final : public Resource {
       // Given back with an event on this stream only if every free in it was
       // on the arena's stream (a free on another stream synchronised that
       // stream, but the arena's stream may be gone: then a device sync later).
-      if (s.used == 0 && ++a->empty > 1) release_superblock(*a, &s, stream, stream == a->stream);
+      if (s.used == 0 && ++a->empty > kCachedEmpty) release_superblock(*a, &s, stream, stream == a->stream);
       return;
     }
   }
