@@ -179,7 +179,7 @@ class ArenaResource final : public Resource {
       ChunkList keep;
       for (Chunk* c : *chunks()) {
         if (c->free_slots == c->count) {
-          for (std::size_t i = 0; i < c->count; ++i) pending_events |= (c->slots[i].ready != nullptr);
+          for (std::size_t i = 0; i < c->count; ++i) pending_events |= (c->slots[i].ready != nullptr || c->slots[i].unsynced);
           c->returned = true;
           held_ -= c->bytes;
           runs_.erase(c->base);

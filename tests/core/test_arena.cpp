@@ -221,6 +221,27 @@ TEST(ArenaStreams, ALargeBlockFreedOnOneStreamIsReusedOnAnotherAfterAWaitOnItsEv
   EXPECT_GT(up->cross_stream_reuses(), 0u);
 }
 
+TEST(ArenaStreams, TrimOrdersTheUpstreamFreeAfterEveryStream) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto a = arena(up);
+  void* large = a->allocate(3 * MiB, 0, 1);
+  void* small = a->allocate(4 * KiB, 0, 2);
+  void* other = a->allocate(4 * KiB, 0, 3);
+  up->allocated(large, 3 * MiB, 1);
+  up->allocated(small, 4 * KiB, 2);
+  up->allocated(other, 4 * KiB, 3);
+  up->freed(large, 3 * MiB, 1);
+  a->deallocate(large, 3 * MiB, 0, 1);
+  up->freed(small, 4 * KiB, 2);
+  a->deallocate(small, 4 * KiB, 0, 2);
+  up->freed(other, 4 * KiB, 2);  // freed on another stream than its arena's
+  a->deallocate(other, 4 * KiB, 0, 2);
+  a->trim();  // the chunk goes back to the upstream on stream 0
+  EXPECT_EQ(up->outstanding_count(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  EXPECT_GE(up->device_syncs(), 1u);
+}
+
 // Random traffic on four streams (frees often on another stream than the
 // allocation's) in an arena too small to avoid reuse: no range is ever used
 // on a stream before it waited for the stream that freed it.
