@@ -1,6 +1,6 @@
 // BinningResource: size classes routed to bin resources, larger requests to
-// a fallback. A request is routed by max(size, alignment), so a bin of
-// blocks no larger than the alignment never sees it.
+// a fallback. A request goes to the smallest bin at least its size that
+// can honour its alignment (a fixed-size bin: up to its blocks' alignment).
 //
 // The bins form an immutable sorted list published through one atomic
 // pointer: allocate/deallocate read it without a lock; add_bin builds a new
@@ -29,6 +29,7 @@ namespace {
 struct Bin {
   std::size_t size;
   ResourcePtr resource;
+  std::size_t max_alignment;  // a fixed-size bin's block alignment; any other bin: every alignment
 };
 using BinList = std::vector<Bin>;
 
@@ -94,7 +95,10 @@ class BinningResource final : public Resource {
       bin = make_fixed_size_resource(upstream_, fo);
     }
     auto next = std::make_unique<BinList>(now ? *now : BinList{});
-    next->push_back(Bin{size, std::move(bin)});
+    const std::size_t max_alignment = bin->properties().kind == TETHER_RESOURCE_KIND_FIXED_SIZE
+                                          ? static_cast<std::size_t>(fixed_size_info(*bin).block_alignment)
+                                          : kMaxAlignment;
+    next->push_back(Bin{size, std::move(bin), max_alignment});
     std::sort(next->begin(), next->end(), [](const Bin& a, const Bin& b) { return a.size < b.size; });
     publish(std::move(next));
   }
@@ -114,12 +118,12 @@ class BinningResource final : public Resource {
   }
 
   void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
-    return route(std::max(bytes, alignment))->allocate_for(tag(owner), bytes, alignment, stream);
+    return route(bytes, alignment)->allocate_for(tag(owner), bytes, alignment, stream);
   }
 
   void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
                          stream_t stream) override {
-    Resource* first = route(std::max(bytes, alignment));
+    Resource* first = route(bytes, alignment);
     try {
       first->deallocate_for(tag(owner), ptr, bytes, alignment, stream);
       return;
@@ -127,7 +131,7 @@ class BinningResource final : public Resource {
       if (e.status() != TETHER_ERROR_INVALID_ARGUMENT) throw;
       // Served before a smaller bin was added? Ask the others that could have served it.
       for (const Bin& b : *bins()) {
-        if (b.size < std::max(bytes, alignment) || b.resource.get() == first) continue;
+        if (b.size < bytes || b.resource.get() == first) continue;
         if (try_free(*b.resource, owner, ptr, bytes, alignment, stream)) return;
       }
       if (fallback_.get() != first && try_free(*fallback_, owner, ptr, bytes, alignment, stream)) return;
@@ -138,9 +142,11 @@ class BinningResource final : public Resource {
  private:
   const BinList* bins() const noexcept { return current_.load(std::memory_order_acquire); }
 
-  Resource* route(std::size_t bytes) const noexcept {
+  // The smallest bin of at least `bytes` that honours `alignment`, else the fallback.
+  Resource* route(std::size_t bytes, std::size_t alignment) const noexcept {
     const BinList& list = *bins();
     auto it = std::lower_bound(list.begin(), list.end(), bytes, [](const Bin& b, std::size_t n) { return b.size < n; });
+    while (it != list.end() && it->max_alignment < alignment) ++it;
     return it == list.end() ? fallback_.get() : it->resource.get();
   }
 

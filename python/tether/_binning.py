@@ -35,9 +35,9 @@ def _exponent_pair(bins: object) -> tuple[int, int] | None:
 class BinningResource(UpstreamAdaptor):
     """Requests routed by size to bins (``tether_binning_resource_create``).
 
-    A request of n bytes aligned to a goes to the smallest bin of at least
-    max(n, a) bytes; a request larger than every bin goes to ``fallback``
-    (by default the upstream). A bin without a resource is a
+    A request of n bytes goes to the smallest bin of at least n bytes that
+    honours its alignment (a fixed-size bin: up to its blocks' alignment); a
+    request no bin takes goes to ``fallback`` (by default the upstream). A bin without a resource is a
     :class:`FixedSizeResource` of the bin's size over the upstream. The
     binning resource keeps the upstream, the fallback and every bin alive;
     memory goes back to the resource that served it.

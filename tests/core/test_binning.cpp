@@ -89,6 +89,20 @@ TEST(Binning, BinsOfOtherMemoryAreRefused) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { core::make_binning_resource(nullptr, nullptr, range(0, 0)); }));
 }
 
+TEST(Binning, AlignmentsNoFixedSizeBinHonoursGoToTheNextBinOrTheFallback) {
+  auto fallback = core::make_statistics_adaptor(core::make_host_resource());
+  auto b = core::make_binning_resource(core::make_host_resource(), fallback, range(8, 16));
+  void* p = b->allocate(100, 1024, 0);  // the 256 bin's blocks are 256-aligned: the 1 KiB bin
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 1024, 0u);
+  EXPECT_EQ(core::statistics_of(*fallback).current_count, 0u);
+  void* q = b->allocate(100, 65536, 0);  // fixed-size blocks are at most 4 KiB aligned: the fallback
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % 65536, 0u);
+  EXPECT_EQ(core::statistics_of(*fallback).current_bytes, 100u);
+  b->deallocate(p, 100, 1024, 0);
+  b->deallocate(q, 100, 65536, 0);
+  EXPECT_EQ(core::statistics_of(*fallback).current_bytes, 0u);
+}
+
 TEST(Binning, AllocationsMadeBeforeABinWasAddedAreStillFreed) {
   auto upstream = core::make_statistics_adaptor(core::make_host_resource());
   auto b = core::make_binning_resource(upstream, nullptr, range(12, 12));  // one 4 KiB bin

@@ -62,4 +62,6 @@ def resource_factories() -> dict:
         "pool_cuda": lambda: tether.PoolResource(tether.CudaResource(0)),
         "pool_async": lambda: tether.PoolResource(tether.AsyncResource(0)),
         "pool_managed": lambda: tether.PoolResource(tether.ManagedResource(0)),
+        "arena_cuda": lambda: tether.ArenaResource(tether.CudaResource(0)),
+        "binning_cuda": lambda: tether.BinningResource(tether.CudaResource(0), (8, 16), blocks_to_preallocate=8),
     }

@@ -21,6 +21,9 @@ FACTORIES = {
     "statistics(host)": lambda: tether.StatisticsAdaptor(tether.HostResource()),
     "statistics(pool)": lambda: tether.StatisticsAdaptor(tether.PoolResource(tether.HostResource())),
     "pool(statistics(host))": lambda: tether.PoolResource(tether.StatisticsAdaptor(tether.HostResource())),
+    "arena(host)": lambda: tether.ArenaResource(tether.HostResource()),
+    "arena(host)-fixed": lambda: tether.ArenaResource(tether.HostResource(), arena_size="64 MiB"),
+    "binning(host)": lambda: tether.BinningResource(tether.HostResource(), (8, 16), blocks_to_preallocate=4),
 }
 
 

@@ -1,9 +1,10 @@
 /*
  * tether/binning.h - the binning resource: requests routed by size to bins.
  *
- * A request of n bytes aligned to a goes to the smallest bin whose size is
- * at least max(n, a); a request larger than every bin goes to the fallback
- * (by default the upstream). A bin added without a resource is a fixed-size
+ * A request of n bytes goes to the smallest bin whose size is at least n and
+ * that honours its alignment (a fixed-size bin honours alignments up to its
+ * blocks' alignment); a request that no bin takes - larger than every bin,
+ * or aligned beyond them - goes to the fallback (by default the upstream). A bin added without a resource is a fixed-size
  * resource (tether/fixed_size.h) of the bin's size over the upstream.
  */
 #ifndef TETHER_BINNING_H

@@ -1,8 +1,8 @@
 // Binning resource: requests routed by size to bin resources.
 //
-// A request of n bytes goes to the smallest bin whose size is >= n; a
-// request larger than every bin goes to the fallback (by default the
-// upstream). A bin added without a resource is a fixed-size resource of the
+// A request of n bytes goes to the smallest bin whose size is >= n and that
+// honours its alignment (a fixed-size bin: up to its blocks' alignment); a
+// request that no bin takes goes to the fallback (by default the upstream). A bin added without a resource is a fixed-size resource of the
 // bin's size over the upstream. Bins are only ever added, never removed. The
 // binning resource keeps every bin resource and the fallback alive, takes
 // memory from them in its own name (allocate_for), and frees it into the

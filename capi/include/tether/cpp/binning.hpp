@@ -21,7 +21,7 @@ struct binning_options {
 };
 
 /// A new binning resource over `upstream`: requests go to the smallest bin of
-/// at least max(size, alignment) bytes, larger ones to the fallback. The
+/// at least their size that honours their alignment, others to the fallback. The
 /// binning resource keeps the upstream, the fallback and every bin alive.
 inline resource binning_resource(const resource& upstream, const binning_options& options = {}) {
   tether_binning_options_t o = TETHER_BINNING_OPTIONS_INIT;
