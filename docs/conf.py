@@ -40,7 +40,7 @@ copyright = "the tether authors"
 release = _header_version()
 version = release
 
-extensions = ["apicheck"]
+extensions = ["apicheck", "headerdoc"]
 
 # Where apicheck finds the sources it checks the pages against.
 apicheck_root = ROOT

@@ -1,9 +1,13 @@
 // tether/cpp/arena.hpp - the arena resource in the C++ wrapper (tether/arena.h).
-// Included by tether/tether.hpp; include that header.
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_ARENA_HPP
 #define TETHER_CPP_ARENA_HPP
 
-#include "tether/tether.hpp"
+#include <cstddef>
+
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 

@@ -1,11 +1,14 @@
 // tether/cpp/binning.hpp - the binning resource in the C++ wrapper (tether/binning.h).
-// Included by tether/tether.hpp; include that header.
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_BINNING_HPP
 #define TETHER_CPP_BINNING_HPP
 
+#include <cstddef>
 #include <vector>
 
-#include "tether/tether.hpp"
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 

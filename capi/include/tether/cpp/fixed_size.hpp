@@ -1,9 +1,13 @@
 // tether/cpp/fixed_size.hpp - the fixed-size resource in the C++ wrapper (tether/fixed_size.h).
-// Included by tether/tether.hpp; include that header.
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_FIXED_SIZE_HPP
 #define TETHER_CPP_FIXED_SIZE_HPP
 
-#include "tether/tether.hpp"
+#include <cstddef>
+
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 
