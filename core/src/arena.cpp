@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -34,6 +33,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "tether_core/free_check.hpp"
 
 namespace tether::core {
 
@@ -47,12 +48,6 @@ constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
 constexpr std::size_t kCachedEmpty = 1;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
-
-std::string hex(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
 
 Properties arena_properties(const ResourcePtr& upstream) {
   if (!upstream) throw_invalid_argument("arena: upstream must not be null");
@@ -644,23 +639,12 @@ class ArenaResource final : public Resource {
 
   // ---- checks --------------------------------------------------------------
 
-  [[noreturn]] static void not_ours(const void* ptr) {
-    throw_invalid_argument("arena: pointer " + hex(ptr) + " was not allocated by this resource (or was already freed)");
-  }
+  [[noreturn]] static void not_ours(const void* ptr) { throw_not_allocated("arena", "this arena", ptr); }
 
   static void check_live(const void* ptr, const SmallLive* rec, owner_t owner, std::size_t bytes,
                          std::size_t alignment) {
     if (rec == nullptr) not_ours(ptr);
-    if (rec->owner != owner)
-      throw_invalid_argument("arena: pointer " + hex(ptr) + " was handed out to " +
-                             (rec->owner == kCaller ? std::string("a caller") : std::string("a dependent resource")) +
-                             ", not to whoever frees it");
-    if (rec->bytes != bytes)
-      throw_invalid_argument("arena: pointer " + hex(ptr) + " was allocated with " + std::to_string(rec->bytes) +
-                             " bytes, freed with " + std::to_string(bytes));
-    if (rec->alignment != alignment)
-      throw_invalid_argument("arena: pointer " + hex(ptr) + " was allocated with alignment " +
-                             std::to_string(rec->alignment) + ", freed with " + std::to_string(alignment));
+    check_free("arena", "this arena", ptr, Allocated{rec->owner, rec->bytes, rec->alignment}, owner, bytes, alignment);
   }
 
   const ResourcePtr upstream_;

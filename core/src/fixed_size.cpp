@@ -14,7 +14,6 @@
 #include "tether_core/fixed_size.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,12 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include "tether_core/free_check.hpp"
+
 namespace tether::core {
 
 namespace {
 
 constexpr std::size_t kBlockGranule = 256;
-constexpr std::size_t kMaxBlockAlignment = 4096;
+constexpr std::size_t kMaxBlockAlignment = std::size_t{1} << 20;
 
 Properties fixed_size_properties(const ResourcePtr& upstream) {
   if (!upstream) throw_invalid_argument("fixed_size: upstream must not be null");
@@ -41,12 +42,6 @@ std::size_t checked_block_size(std::size_t block_size) {
   if (block_size > (std::size_t{1} << 40))
     throw_invalid_argument("fixed_size: block_size " + std::to_string(block_size) + " is larger than 1 TiB");
   return (block_size + kBlockGranule - 1) & ~(kBlockGranule - 1);
-}
-
-std::string hex(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
 }
 
 class FixedSizeResource final : public Resource {
@@ -126,8 +121,8 @@ class FixedSizeResource final : public Resource {
 
   void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
     if (bytes > block_size_)
-      throw_invalid_argument("fixed_size: cannot allocate " + std::to_string(bytes) +
-                             " bytes: larger than the block_size of " + std::to_string(block_size_) + " bytes");
+      throw OutOfMemory("fixed_size: cannot allocate " + std::to_string(bytes) +
+                        " bytes: larger than the block_size of " + std::to_string(block_size_) + " bytes");
     if (alignment > block_alignment_)
       throw_invalid_argument("fixed_size: alignment " + std::to_string(alignment) +
                              " is larger than the blocks' alignment of " + std::to_string(block_alignment_));
@@ -150,7 +145,7 @@ class FixedSizeResource final : public Resource {
         throw OutOfMemory("fixed_size: no free block of " + std::to_string(block_size_) +
                           " bytes and the upstream cannot provide more");
     }
-    live_.emplace(b, Live{bytes, alignment, owner});
+    live_.emplace(b, Allocated{owner, bytes, alignment});
     chunk_of(b).free -= 1;
     return reinterpret_cast<void*>(b);
   }
@@ -160,18 +155,8 @@ class FixedSizeResource final : public Resource {
     const auto b = reinterpret_cast<std::uintptr_t>(ptr);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(b);
-    if (it == live_.end())
-      throw_invalid_argument("fixed_size: pointer " + hex(ptr) + " was not allocated by this resource (or was already freed)");
-    if (it->second.owner != owner)
-      throw_invalid_argument("fixed_size: pointer " + hex(ptr) + " was handed out to " +
-                             (it->second.owner == kCaller ? std::string("a caller") : std::string("a dependent resource")) +
-                             ", not to whoever frees it");
-    if (it->second.bytes != bytes)
-      throw_invalid_argument("fixed_size: pointer " + hex(ptr) + " was allocated with " +
-                             std::to_string(it->second.bytes) + " bytes, freed with " + std::to_string(bytes));
-    if (it->second.alignment != alignment)
-      throw_invalid_argument("fixed_size: pointer " + hex(ptr) + " was allocated with alignment " +
-                             std::to_string(it->second.alignment) + ", freed with " + std::to_string(alignment));
+    if (it == live_.end()) throw_not_allocated("fixed_size", "this fixed-size resource", ptr);
+    check_free("fixed_size", "this fixed-size resource", ptr, it->second, owner, bytes, alignment);
     live_.erase(it);
     chunk_of(b).free += 1;
     if (order_ == nullptr) {
@@ -187,11 +172,6 @@ class FixedSizeResource final : public Resource {
     std::size_t bytes;
     std::size_t blocks;
     std::size_t free;
-  };
-  struct Live {
-    std::size_t bytes;
-    std::size_t alignment;
-    owner_t owner;
   };
 
   // A free block for `stream` (0 if none): its own frees first, then settled ones.
@@ -251,7 +231,7 @@ class FixedSizeResource final : public Resource {
   StreamOrder* const order_;
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, Chunk> chunks_;
-  std::unordered_map<std::uintptr_t, Live> live_;
+  std::unordered_map<std::uintptr_t, Allocated> live_;
   std::vector<std::uintptr_t> settled_;
   std::unordered_map<stream_t, std::vector<std::uintptr_t>> stream_free_;
   std::size_t unsettled_ = 0;

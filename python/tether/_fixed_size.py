@@ -36,7 +36,7 @@ class FixedSizeResource(UpstreamAdaptor):
     Every request of at most ``block_size`` bytes gets one whole block;
     blocks come from upstream in chunks of ``blocks_to_preallocate`` blocks
     (one chunk at creation, another whenever all are in use). A larger
-    request raises ValueError (``InvalidArgumentError``) naming the size.
+    request raises OutOfMemoryError naming the size (no block is that large).
     ``trim()`` gives back chunks whose blocks are all free.
 
     Arguments:

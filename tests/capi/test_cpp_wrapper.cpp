@@ -471,7 +471,7 @@ TEST(Suballocators, BinningResourceWithBinsAndFallback) {
 TEST(Suballocators, FixedSizeResource) {
   tether::resource fixed = tether::fixed_size_resource(tether::host_resource(), {4096, 4});
   void* p = fixed.allocate(4096);
-  EXPECT_THROW(fixed.allocate(4097), tether::invalid_argument_error);
+  EXPECT_THROW(fixed.allocate(4097), tether::out_of_memory_error);
   const tether_fixed_size_info_t info = tether::fixed_size_info(fixed);
   EXPECT_EQ(info.block_size, 4096u);
   EXPECT_EQ(info.total_blocks, 4u);

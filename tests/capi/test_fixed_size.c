@@ -44,7 +44,8 @@ int main(void) {
 
   {
     void* none = &info;
-    CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_allocate(fixed, 1025, 0, 0, &none), "1025");
+    CHECK_ERROR(TETHER_ERROR_OUT_OF_MEMORY, tether_resource_allocate(fixed, 1025, 0, 0, &none), "1025");
+    CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_allocate(fixed, 64, 2048, 0, &none), "alignment");
     CHECK(none == NULL);
   }
   CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_deallocate(fixed, p[1], 1000, 0, 0), "1024");

@@ -122,7 +122,7 @@ TEST(Arena, FreesAreChecked) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { a->deallocate(static_cast<char*>(small) + 256, 10, 0, 0); }));
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { a->deallocate(large, MiB, 0, 0); }));
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { a->deallocate(static_cast<char*>(large) + MiB, MiB, 0, 0); }));
-  EXPECT_NE(test::error_message([&] { a->deallocate(foreign, 1000, 0, 0); }).find("not allocated by this resource"),
+  EXPECT_NE(test::error_message([&] { a->deallocate(foreign, 1000, 0, 0); }).find("not allocated by this arena"),
             std::string::npos);
   EXPECT_EQ(a->outstanding_count(), 2u);
   a->deallocate(small, 1000, 0, 0);

@@ -95,11 +95,11 @@ TEST(Binning, AlignmentsNoFixedSizeBinHonoursGoToTheNextBinOrTheFallback) {
   void* p = b->allocate(100, 1024, 0);  // the 256 bin's blocks are 256-aligned: the 1 KiB bin
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 1024, 0u);
   EXPECT_EQ(core::statistics_of(*fallback).current_count, 0u);
-  void* q = b->allocate(100, 65536, 0);  // fixed-size blocks are at most 4 KiB aligned: the fallback
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % 65536, 0u);
+  void* q = b->allocate(100, 131072, 0);  // beyond every bin's block alignment: the fallback
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % 131072, 0u);
   EXPECT_EQ(core::statistics_of(*fallback).current_bytes, 100u);
   b->deallocate(p, 100, 1024, 0);
-  b->deallocate(q, 100, 65536, 0);
+  b->deallocate(q, 100, 131072, 0);
   EXPECT_EQ(core::statistics_of(*fallback).current_bytes, 0u);
 }
 

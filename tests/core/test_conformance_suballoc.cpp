@@ -1,10 +1,11 @@
-// The conformance suite applied to the arena and binning resources over host
-// upstreams (the fixed-size resource serves one size only: test_fixed_size.cpp).
+// The conformance suite applied to the arena, binning and fixed-size
+// resources over host upstreams.
 #include <vector>
 
 #include "conformance.hpp"
 #include "tether_core/arena.hpp"
 #include "tether_core/binning.hpp"
+#include "tether_core/fixed_size.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 #include "tether_core/statistics.hpp"
@@ -48,6 +49,13 @@ std::vector<ResourceFactory> suballoc_factories() {
          o.max_size_exponent = 14;
          o.blocks_to_preallocate = 2;
          return core::make_binning_resource(host, arena(host), o);
+       }},
+      {"fixed_size_host",
+       [] {
+         core::FixedSizeOptions o;
+         o.block_size = 8 * MiB;  // the suite's largest request is 5 MiB
+         o.blocks_to_preallocate = 4;
+         return core::make_fixed_size_resource(make_host_resource(), o);
        }},
       {"statistics_arena_host", [] { return core::make_statistics_adaptor(arena(make_host_resource())); }},
   };

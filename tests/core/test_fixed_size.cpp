@@ -54,9 +54,9 @@ TEST(FixedSize, PreallocatesOneBatchAndRefillsInBatches) {
   r->deallocate(again, 4 * KiB, 0, 0);
 }
 
-TEST(FixedSize, LargerRequestsAreInvalidAndNameTheSize) {
+TEST(FixedSize, LargerRequestsAreOutOfMemoryAndNameTheSize) {
   auto r = fixed(core::make_host_resource(), 4 * KiB, 2);
-  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { r->allocate(4 * KiB + 1, 0, 0); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_OUT_OF_MEMORY, [&] { r->allocate(4 * KiB + 1, 0, 0); }));
   EXPECT_NE(test::error_message([&] { r->allocate(5000, 0, 0); }).find("5000"), std::string::npos);
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { r->allocate(64, 8192, 0); }));
   EXPECT_EQ(r->outstanding_count(), 0u);

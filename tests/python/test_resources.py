@@ -24,6 +24,7 @@ FACTORIES = {
     "arena(host)": lambda: tether.ArenaResource(tether.HostResource()),
     "arena(host)-fixed": lambda: tether.ArenaResource(tether.HostResource(), arena_size="64 MiB"),
     "binning(host)": lambda: tether.BinningResource(tether.HostResource(), (8, 16), blocks_to_preallocate=4),
+    "fixed_size(host)": lambda: tether.FixedSizeResource(tether.HostResource(), "4 MiB", 4),
 }
 
 

@@ -59,7 +59,7 @@ def test_arena_checked_frees_change_nothing():
     ctypes.memset(p, 7, 1000)
     with pytest.raises(tether.InvalidArgumentError, match="1000"):
         arena.deallocate(p, 999)
-    with pytest.raises(ValueError, match="not allocated by this resource"):
+    with pytest.raises(ValueError, match="not allocated by this arena"):
         arena.deallocate(p + 256, 10)
     assert ctypes.string_at(p, 1000) == b"\x07" * 1000
     arena.deallocate(p, 1000)
@@ -196,8 +196,10 @@ def test_fixed_size_default_block_is_one_mib():
 
 def test_fixed_size_rejects_larger_requests_naming_the_size():
     f = tether.FixedSizeResource(tether.HostResource(), "1 KiB", 2)
-    with pytest.raises(ValueError, match="1025"):
+    with pytest.raises(tether.OutOfMemoryError, match="1025"):
         f.allocate(1025)
+    with pytest.raises(ValueError, match="alignment"):
+        f.allocate(64, alignment=2048)
     with pytest.raises(TypeError, match="blocks_to_preallocate"):
         tether.FixedSizeResource(tether.HostResource(), "1 KiB", "2")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="blocks_to_preallocate"):

@@ -38,7 +38,7 @@ typedef struct tether_fixed_size_info {
   uint32_t struct_size;
   /** Bytes of every block (after rounding). */
   uint64_t block_size;
-  /** Every block is aligned to this (the largest power of two dividing block_size, at most 4096). */
+  /** Every block is aligned to this (the largest power of two dividing block_size, at most 1 MiB). */
   uint64_t block_alignment;
   /** Blocks held from upstream. */
   uint64_t total_blocks;
@@ -53,9 +53,9 @@ typedef struct tether_fixed_size_info {
 /**
  * A fixed-size resource over `upstream` (not taken: the resource retains it
  * itself). options may be NULL for the defaults. A request larger than
- * block_size, or aligned beyond block_alignment, is INVALID_ARGUMENT naming
- * the size; the resource never serves it another way (put it under a binning
- * resource for that). Frees are checked (size, alignment, pointer).
+ * block_size is OUT_OF_MEMORY naming the size (no block is that large; put
+ * the resource under a binning resource to serve mixed sizes); an alignment
+ * above block_alignment is INVALID_ARGUMENT. Frees are checked (size, alignment, pointer).
  * tether_resource_trim() gives back chunks whose blocks are all free. Over a
  * CUDA upstream a block freed on stream A is reused on A at once and by
  * another stream only after one device synchronisation (when growing failed,

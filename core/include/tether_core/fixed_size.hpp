@@ -1,8 +1,9 @@
 // Fixed-size resource: blocks of one size, taken from upstream in batches.
 //
 // Every request of at most block_size bytes gets one whole block; a larger
-// request, or an alignment above the blocks' alignment, is INVALID_ARGUMENT
-// naming the size (the resource never serves them some other way). Blocks
+// request is OutOfMemory naming the size (no block is that large), an
+// alignment above the blocks' alignment (the largest power of two dividing
+// block_size, at most 1 MiB) is INVALID_ARGUMENT. Blocks
 // are carved from chunks of `blocks_to_preallocate` blocks taken from the
 // upstream (one chunk at construction, another whenever every block is in
 // use). trim() gives back chunks whose blocks are all free.

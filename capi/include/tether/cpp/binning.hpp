@@ -20,7 +20,7 @@ struct binning_options {
   /// Blocks per upstream chunk of the fixed-size bins created (0: 128).
   std::size_t blocks_to_preallocate = 0;
   /// Serves requests above every bin (empty: the upstream); kept alive by the binning resource.
-  resource fallback;
+  resource fallback = resource();
 };
 
 /// A new binning resource over `upstream`: requests go to the smallest bin of

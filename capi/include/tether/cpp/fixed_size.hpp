@@ -20,7 +20,7 @@ struct fixed_size_options {
 };
 
 /// A new fixed-size resource over `upstream` (kept alive by it): one block per
-/// request; larger requests throw invalid_argument_error naming the size.
+/// request; larger requests throw out_of_memory_error naming the size.
 inline resource fixed_size_resource(const resource& upstream, const fixed_size_options& options = {}) {
   tether_fixed_size_options_t o = TETHER_FIXED_SIZE_OPTIONS_INIT;
   o.block_size = options.block_size;
