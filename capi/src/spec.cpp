@@ -47,6 +47,21 @@ const Field kAlignedFields[] = {
     TETHER_SPEC_FIELD(tether_aligned_options_t, threshold, Size, "alignment_threshold"),
 };
 
+const Field kArenaFields[] = {
+    TETHER_SPEC_FIELD(tether_arena_options_t, arena_size, Size, nullptr),
+    TETHER_SPEC_FIELD(tether_arena_options_t, superblock_size, Size, nullptr),
+};
+const Field kBinningFields[] = {
+    TETHER_SPEC_FIELD(tether_binning_options_t, min_size_exponent, U32, nullptr),
+    TETHER_SPEC_FIELD(tether_binning_options_t, max_size_exponent, U32, nullptr),
+    TETHER_SPEC_FIELD(tether_binning_options_t, blocks_to_preallocate, Count, nullptr),
+    TETHER_SPEC_FIELD(tether_binning_options_t, fallback, Resource, nullptr),
+};
+const Field kFixedSizeFields[] = {
+    TETHER_SPEC_FIELD(tether_fixed_size_options_t, block_size, Size, nullptr),
+    TETHER_SPEC_FIELD(tether_fixed_size_options_t, blocks_to_preallocate, Count, nullptr),
+};
+
 const tether_pool_options_t kPoolInit = TETHER_POOL_OPTIONS_INIT;
 const tether_async_options_t kAsyncInit = TETHER_ASYNC_OPTIONS_INIT;
 
@@ -95,6 +110,12 @@ const Type kTypes[] = {
      [](tether_resource_t*, int d, const void*, tether_resource_t** out) {
        return tether_pinned_host_resource_create(d, out);
      }},
+    TETHER_SPEC_UPSTREAM_TYPE("arena", tether_arena_options_t, TETHER_ARENA_OPTIONS_INIT, kArenaFields,
+                              tether_arena_resource_create),
+    TETHER_SPEC_UPSTREAM_TYPE("binning", tether_binning_options_t, TETHER_BINNING_OPTIONS_INIT, kBinningFields,
+                              tether_binning_resource_create),
+    TETHER_SPEC_UPSTREAM_TYPE("fixed_size", tether_fixed_size_options_t, TETHER_FIXED_SIZE_OPTIONS_INIT,
+                              kFixedSizeFields, tether_fixed_size_resource_create),
     TETHER_SPEC_UPSTREAM_TYPE("limiting", tether_limiting_options_t, TETHER_LIMITING_OPTIONS_INIT, kLimitingFields,
                               tether_limiting_adaptor_create),
     TETHER_SPEC_UPSTREAM_TYPE("tracking", tether_tracking_options_t, TETHER_TRACKING_OPTIONS_INIT, kTrackingFields,
@@ -420,13 +441,15 @@ HandleRef build(const Node& n, const Context& ctx) {
     for (const Field* s : seen)
       if (s == f) fail_at(a.key_pos, "parameter '" + std::string(f->name) + "' of " + n.name + " given twice");
     seen.push_back(f);
-    if (a.value.node) fail_at(a.value.pos, "parameter '" + std::string(f->name) + "' of " + n.name + " takes a value, not a resource");
+    if (a.value.node && f->kind != Kind::Resource)
+      fail_at(a.value.pos, "parameter '" + std::string(f->name) + "' of " + n.name + " takes a value, not a resource");
     sets.emplace_back(f, &a);
   }
   if (t->shape == Shape::Upstream && upstream == nullptr)
     fail_at(n.pos, n.name + " needs an upstream, e.g. " + n.name + "(host) or " + n.name + "(cuda())");
 
   HandleRef up;
+  std::vector<HandleRef> nested;  // resources given as parameters: alive until the create call returns
   int device = ctx.device;
   if (upstream != nullptr) up = build_value(*upstream, ctx);
   if (device_arg != nullptr) {
@@ -463,6 +486,17 @@ HandleRef build(const Node& n, const Context& ctx) {
         std::memcpy(field, &v, sizeof v);
         break;
       }
+      case Kind::Count: {
+        const auto v = std::size_t(parse_integer(a->value.text, a->value.pos, f->name, 0, 1LL << 40));
+        std::memcpy(field, &v, sizeof v);
+        break;
+      }
+      case Kind::Resource: {
+        nested.push_back(build_value(a->value, ctx));
+        tether_resource_t* h = nested.back().get();
+        std::memcpy(field, &h, sizeof h);
+        break;
+      }
       case Kind::U32: {
         const auto v = std::uint32_t(parse_integer(a->value.text, a->value.pos, f->name, 0, 0xffffffffLL));
         std::memcpy(field, &v, sizeof v);
@@ -497,6 +531,8 @@ HandleRef build_spec(const char* spec, const Context& ctx) {
 
 // ---- describing ---------------------------------------------------------------------------
 
+}  // namespace
+
 std::string describe(tether_resource_t* h, int depth) {
   ResourceRef r(h);
   if (depth > 64) throw core::Error(TETHER_ERROR_INTERNAL, "resource stack deeper than 64");
@@ -507,8 +543,6 @@ std::string describe(tether_resource_t* h, int depth) {
   if (!args.empty()) s += "(" + args + ")";
   return s;
 }
-
-}  // namespace
 
 const Type* find_type(const std::string& name) noexcept {
   for (const Type& t : kTypes)
@@ -531,6 +565,19 @@ std::string format_options(const Type& type, const void* options) {
         std::memcpy(&a, o + f.offset, sizeof a);
         std::memcpy(&b, defaults + f.offset, sizeof b);
         if (a != b) v = format_size(a);
+        break;
+      }
+      case Kind::Count: {
+        std::size_t a, b;
+        std::memcpy(&a, o + f.offset, sizeof a);
+        std::memcpy(&b, defaults + f.offset, sizeof b);
+        if (a != b) v = std::to_string(a);
+        break;
+      }
+      case Kind::Resource: {
+        tether_resource_t* h = nullptr;
+        std::memcpy(&h, o + f.offset, sizeof h);
+        if (h != nullptr) v = describe(h, 1);
         break;
       }
       case Kind::U32: {

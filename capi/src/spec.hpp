@@ -10,7 +10,10 @@
 
 namespace tether::capi::spec {
 
-enum class Kind { Size, U32, I32, Bool };
+// Size: bytes ("64MiB", "80%"); Count: a plain number of things (size_t); U32/I32;
+// Bool (int32 0/1); Resource: a tether_resource_t* field (a nested resource, borrowed
+// by the create call).
+enum class Kind { Size, Count, U32, I32, Bool, Resource };
 
 // One parameter: a field of the type's options struct.
 struct Field {
@@ -38,6 +41,9 @@ struct Type {
   // and options (nullptr when options_size is 0). A C API status.
   tether_status_t (*create)(tether_resource_t* upstream, int device, const void* options, tether_resource_t** out);
 };
+
+// The spec of a live resource handle's whole stack (`depth`: nesting so far). Throws.
+std::string describe(tether_resource_t* resource, int depth);
 
 // The type named `name`, or nullptr.
 const Type* find_type(const std::string& name) noexcept;

@@ -31,6 +31,9 @@ from ._limiting import LimitingAdaptor
 from ._tracking import TrackingAdaptor, TrackingRecord
 from ._aligned import AlignedAdaptor
 from ._prefetch import PrefetchAdaptor
+from ._arena import ArenaInfo, ArenaResource
+from ._binning import BinningInfo, BinningResource
+from ._fixed_size import FixedSizeInfo, FixedSizeResource
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
@@ -80,6 +83,7 @@ __all__ = [
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",
     "Buffer", "from_spec",
+    "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",

@@ -440,3 +440,56 @@ TEST_F(Wrapper, SpecsBuildAndDescribeStacks) {
 }
 
 }  // namespace
+
+// ---- suballocators (tether/cpp/arena.hpp, binning.hpp, fixed_size.hpp) ----------
+
+TEST(Suballocators, ArenaResource) {
+  tether::resource host = tether::host_resource();
+  tether::resource arena = tether::arena_resource(host, {8u << 20, 0});
+  EXPECT_EQ(arena.name(), std::string("arena"));
+  void* p = arena.allocate(1000);
+  void* big = arena.allocate(3u << 20);
+  const tether_arena_info_t info = tether::arena_info(arena);
+  EXPECT_EQ(info.arena_size, 8u << 20);
+  EXPECT_EQ(info.large_bytes, 3u << 20);
+  EXPECT_THROW(arena.allocate(6u << 20), tether::out_of_memory_error);
+  EXPECT_THROW(arena.deallocate(p, 999), tether::invalid_argument_error);
+  arena.deallocate(p, 1000);
+  arena.deallocate(big, 3u << 20);
+  EXPECT_THROW(tether::arena_info(host), tether::not_supported_error);
+  EXPECT_THROW(tether::arena_resource(host, {0, 12345}), tether::invalid_argument_error);
+}
+
+TEST(Suballocators, BinningResourceWithBinsAndFallback) {
+  tether::resource host = tether::host_resource();
+  tether::binning_options o;
+  o.min_size_exponent = 8;
+  o.max_size_exponent = 10;
+  o.blocks_to_preallocate = 2;
+  o.fallback = tether::statistics_adaptor(host);
+  tether::resource binning = tether::binning_resource(host, o);
+  tether::resource pool_bin = tether::statistics_adaptor(tether::pool_resource(host));
+  tether::add_bin(binning, 64 * 1024, pool_bin);
+  tether::add_bin(binning, 4096);
+  EXPECT_EQ(tether::bin_sizes(binning), (std::vector<std::size_t>{256, 512, 1024, 4096, 64 * 1024}));
+  EXPECT_EQ(tether::binning_info(binning).bin_count, 5u);
+  void* a = binning.allocate(5000);    // the pool bin
+  void* b = binning.allocate(100000);  // the fallback
+  EXPECT_EQ(pool_bin.statistics().current_bytes, 5000u);
+  EXPECT_EQ(o.fallback.statistics().current_bytes, 100000u);
+  binning.deallocate(a, 5000);
+  binning.deallocate(b, 100000);
+  EXPECT_THROW(tether::add_bin(binning, 4096), tether::invalid_argument_error);
+  EXPECT_THROW(tether::add_bin(host, 4096), tether::not_supported_error);
+}
+
+TEST(Suballocators, FixedSizeResource) {
+  tether::resource fixed = tether::fixed_size_resource(tether::host_resource(), {4096, 4});
+  void* p = fixed.allocate(4096);
+  EXPECT_THROW(fixed.allocate(4097), tether::out_of_memory_error);
+  const tether_fixed_size_info_t info = tether::fixed_size_info(fixed);
+  EXPECT_EQ(info.block_size, 4096u);
+  EXPECT_EQ(info.total_blocks, 4u);
+  EXPECT_EQ(info.free_blocks, 3u);
+  fixed.deallocate(p, 4096);
+}

@@ -139,7 +139,11 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     std::uint64_t tick;
   };
 
-  void synchronize(core::stream_t) override {}
+  // Everything `stream` has seen is done: every stream, present or future, has seen it.
+  void synchronize(core::stream_t stream) override {
+    std::lock_guard<std::mutex> l(m_);
+    for (const auto& [t, tick] : clock_[stream]) global_[t] = std::max(global_[t], tick);
+  }
   event_t create_event() override {
     std::lock_guard<std::mutex> l(m_);
     events_.emplace_back();

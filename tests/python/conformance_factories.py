@@ -5,6 +5,11 @@ tests/capi/conformance/factories.cpp.
 
 HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
 
+    "arena_host": Factory(lambda: over(tether.ArenaResource, host())),
+    "arena_host_fixed": Factory(lambda: over(tether.ArenaResource, host(), arena_size="64 MiB"), capacity=64 * MiB),
+    "binning_host": Factory(lambda: over(tether.BinningResource, host(), bins=(8, 16), blocks_to_preallocate=4)),
+    "fixed_size_host": Factory(lambda: over(tether.FixedSizeResource, host(), block_size="8 MiB",
+                                            blocks_to_preallocate=4), capacity=8 * MiB),
     "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="64 MiB"),
                              capacity=64 * MiB),
 
@@ -100,6 +105,9 @@ FACTORIES: dict[str, Factory] = {
     "statistics_cuda": Factory(lambda: statistics(tether.CudaResource(0)), gpu=True),
     "statistics_pool_async": Factory(lambda: statistics(pool(tether.AsyncResource(0))), gpu=True),
     "pool_statistics_managed": Factory(lambda: pool(statistics(tether.ManagedResource(0))), gpu=True),
+    "arena_cuda": Factory(lambda: over(tether.ArenaResource, tether.CudaResource(0)), gpu=True),
+    "binning_cuda": Factory(lambda: over(tether.BinningResource, tether.CudaResource(0), bins=(8, 16),
+                                         blocks_to_preallocate=8), gpu=True),
     "limiting_cuda": Factory(lambda: over(tether.LimitingAdaptor, tether.CudaResource(0), limit="4 GiB"), gpu=True,
                              capacity=4 * GiB, twins_share_frees=True),
     "tracking_async": Factory(lambda: over(tether.TrackingAdaptor, tether.AsyncResource(0)), gpu=True),

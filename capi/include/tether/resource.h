@@ -34,6 +34,9 @@ typedef enum tether_resource_kind {
   TETHER_RESOURCE_KIND_ASYNC = 5,       /* stream-ordered, from a CUDA memory pool */
   TETHER_RESOURCE_KIND_MANAGED = 6,     /* cuMemAllocManaged */
   TETHER_RESOURCE_KIND_PINNED_HOST = 7, /* cuMemHostAlloc: page-locked, device-accessible */
+  TETHER_RESOURCE_KIND_ARENA = 8,       /* per-thread / per-stream arenas over a global arena (tether/arena.h) */
+  TETHER_RESOURCE_KIND_BINNING = 9,     /* size classes routed to bin resources (tether/binning.h) */
+  TETHER_RESOURCE_KIND_FIXED_SIZE = 10, /* blocks of one size (tether/fixed_size.h) */
   TETHER_RESOURCE_KIND_LIMITING = 11,   /* a byte limit over an upstream (tether/limiting.h) */
   TETHER_RESOURCE_KIND_TRACKING = 12,   /* records outstanding allocations (tether/tracking.h) */
   TETHER_RESOURCE_KIND_ALIGNED = 15,    /* a larger alignment from a size on (tether/aligned.h) */

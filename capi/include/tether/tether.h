@@ -26,5 +26,8 @@
 #include "tether/tracking.h"
 #include "tether/aligned.h"
 #include "tether/prefetch.h"
+#include "tether/arena.h"
+#include "tether/binning.h"
+#include "tether/fixed_size.h"
 
 #endif /* TETHER_TETHER_H */

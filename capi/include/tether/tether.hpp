@@ -52,5 +52,8 @@
 #include "tether/cpp/aligned.hpp"
 #include "tether/cpp/prefetch.hpp"
 #include "tether/cpp/statistics_stack.hpp"
+#include "tether/cpp/arena.hpp"
+#include "tether/cpp/binning.hpp"
+#include "tether/cpp/fixed_size.hpp"
 
 #endif  // TETHER_TETHER_HPP

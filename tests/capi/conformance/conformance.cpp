@@ -240,6 +240,8 @@ class Conformance : public ::testing::TestWithParam<Factory> {
     if (!HasFatalFailure()) {
       // Everything the test allocated is back: nothing outstanding in any link
       // above the first pool; just under a pool, exactly the pool's chunks.
+      // Resources that cache upstream memory (arena, fixed-size) give it back on trim.
+      EXPECT_EQ(tether_resource_trim(mr), TETHER_OK) << tether_last_error_message();
       const Snapshot end = snapshot(mr);
       for (std::size_t i = 0; i < end.links.size(); ++i) {
         const Snapshot::Link& l = end.links[i];
@@ -273,7 +275,10 @@ class Conformance : public ::testing::TestWithParam<Factory> {
 
   const Factory& factory() const { return GetParam(); }
   // Sizes this configuration can be asked for and must serve.
-  bool can_serve(std::size_t bytes) const { return factory().capacity == 0 || bytes <= factory().capacity / 2; }
+  bool can_serve(std::size_t bytes) const {
+    return (factory().capacity == 0 || bytes <= factory().capacity / 2) &&
+           (factory().max_request == 0 || bytes <= factory().max_request);
+  }
 
   void* allocate(std::size_t size, std::size_t alignment = 0, tether_resource_t* r = nullptr) {
     void* p = nullptr;
@@ -791,6 +796,14 @@ TEST_P(Conformance, OutOfMemoryLeavesItUsableAndUnchanged) {
     expect_refused(TETHER_ERROR_OUT_OF_MEMORY, [&] { return tether_resource_allocate(mr, block, 0, 0, &p); },
                    "a request when full");
     for (void* q : full) deallocate(q, block);
+  }
+  // A configuration with a largest request: one byte more is refused.
+  if (factory().max_request != 0) {
+    void* p = reinterpret_cast<void*>(0x1);
+    expect_refused(TETHER_ERROR_OUT_OF_MEMORY,
+                   [&] { return tether_resource_allocate(mr, factory().max_request + 1, 0, 0, &p); },
+                   "a request above the largest one it serves");
+    EXPECT_EQ(p, nullptr);
   }
   // Still usable; what it held is intact.
   void* after = allocate(64 * KiB);

@@ -61,6 +61,9 @@ struct Factory {
   // OUT_OF_MEMORY and leave the resource unchanged.
   std::size_t capacity = 0;
   unsigned traits = kNoTraits;
+  // The largest single request it serves (a fixed-size resource's block), 0 = no
+  // such limit: larger sizes are skipped, and a request above it must be OUT_OF_MEMORY.
+  std::size_t max_request = 0;
 };
 
 // The list (factories.cpp).

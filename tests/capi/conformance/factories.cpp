@@ -19,6 +19,7 @@
 //   capacity  bytes it can hold at once if bounded (a pool's maximum_size, a limit), else 0:
 //             larger sizes are skipped and a request above it must be OUT_OF_MEMORY.
 //   traits    kNoTraits, or kTwinsShareFrees if two instances accept each other's frees.
+//   max_request  (optional) the largest single request it serves (a fixed-size block), else 0.
 //
 // Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in
 // the Gpu group run on a GPU machine (ci/gpu.sh). Nothing else needs editing: not
@@ -105,6 +106,32 @@ Handle prefetch(Handle upstream) {
   return create("prefetch", [&](tether_resource_t** out) { return tether_prefetch_adaptor_create(upstream.get(), out); });
 }
 
+Handle arena(Handle upstream, std::size_t arena_size = 0, std::size_t superblock_size = 0) {
+  tether_arena_options_t o = TETHER_ARENA_OPTIONS_INIT;
+  o.arena_size = arena_size;
+  o.superblock_size = superblock_size;
+  return create("arena", [&](tether_resource_t** out) { return tether_arena_resource_create(upstream.get(), &o, out); });
+}
+
+Handle binning(Handle upstream, unsigned min_exponent, unsigned max_exponent, std::size_t blocks,
+               tether_resource_t* fallback = nullptr) {
+  tether_binning_options_t o = TETHER_BINNING_OPTIONS_INIT;
+  o.min_size_exponent = min_exponent;
+  o.max_size_exponent = max_exponent;
+  o.blocks_to_preallocate = blocks;
+  o.fallback = fallback;
+  return create("binning",
+                [&](tether_resource_t** out) { return tether_binning_resource_create(upstream.get(), &o, out); });
+}
+
+Handle fixed_size(Handle upstream, std::size_t block_size, std::size_t blocks) {
+  tether_fixed_size_options_t o = TETHER_FIXED_SIZE_OPTIONS_INIT;
+  o.block_size = block_size;
+  o.blocks_to_preallocate = blocks;
+  return create("fixed_size",
+                [&](tether_resource_t** out) { return tether_fixed_size_resource_create(upstream.get(), &o, out); });
+}
+
 const std::vector<Factory>& all_factories() {
   static const std::vector<Factory> list = {
       // ---- host ---------------------------------------------------------------------------
@@ -119,6 +146,22 @@ const std::vector<Factory>& all_factories() {
       {"statistics_pool_host", [] { return statistics(pool(host())); }, Needs::host},
       {"pool_statistics_host", [] { return pool(statistics(host())); }, Needs::host},
       {"statistics_statistics_host", [] { return statistics(statistics(host())); }, Needs::host},
+      {"arena_host", [] { return arena(host()); }, Needs::host},
+      {"arena_host_fixed", [] { return arena(host(), 64 * MiB); }, Needs::host, 64 * MiB},
+      {"arena_host_small_superblocks", [] { return arena(host(), 0, 64 * KiB); }, Needs::host},
+      {"arena_pool_host", [] { return arena(pool(host())); }, Needs::host},
+      {"binning_host", [] { return binning(host(), 8, 16, 4); }, Needs::host},
+      {"binning_no_bins_host", [] { return binning(host(), 0, 0, 4); }, Needs::host},
+      {"binning_arena_fallback",
+       [] {
+         Handle up = host();
+         Handle fallback = arena(host());
+         return binning(std::move(up), 10, 14, 2, fallback.get());  // the binning resource retains it
+       },
+       Needs::host},
+      // blocks of 8 MiB: a larger request is OUT_OF_MEMORY
+      {"fixed_size_host", [] { return fixed_size(host(), 8 * MiB, 4); }, Needs::host, 0, kNoTraits, 8 * MiB},
+      {"statistics_arena_host", [] { return statistics(arena(host())); }, Needs::host},
       {"limiting_host", [] { return limiting(host(), 256 * MiB); }, Needs::host, 256 * MiB},
       {"pool_limiting_host", [] { return pool(limiting(host(), 256 * MiB)); }, Needs::host, 256 * MiB},
       {"limiting_pool_host", [] { return limiting(pool(host()), 256 * MiB); }, Needs::host, 256 * MiB},
@@ -149,6 +192,11 @@ const std::vector<Factory>& all_factories() {
       {"statistics_managed", [] { return statistics(managed()); }, Needs::gpu},
       {"statistics_pool_cuda", [] { return statistics(pool(cuda())); }, Needs::gpu},
       {"pool_statistics_async", [] { return pool(statistics(async())); }, Needs::gpu},
+      {"arena_cuda", [] { return arena(cuda()); }, Needs::gpu},
+      {"arena_cuda_fixed", [] { return arena(cuda(), 256 * MiB); }, Needs::gpu, 256 * MiB},
+      {"arena_async", [] { return arena(async()); }, Needs::gpu},
+      {"binning_cuda", [] { return binning(cuda(), 8, 16, 8); }, Needs::gpu},
+      {"binning_pool_cuda", [] { return binning(pool(cuda()), 8, 16, 8); }, Needs::gpu},
       {"limiting_cuda", [] { return limiting(cuda(), 4 * GiB); }, Needs::gpu, 4 * GiB, kTwinsShareFrees},
       {"tracking_async", [] { return tracking(async(), false); }, Needs::gpu},
       {"aligned_cuda", [] { return aligned(cuda(), 64 * KiB, 16 * KiB); }, Needs::gpu},

@@ -1,0 +1,53 @@
+// The arena resource's C entry points (tether/arena.h).
+
+#include "internal.hpp"
+#include "spec.hpp"
+#include "tether_core/arena.hpp"
+
+namespace tether::capi {
+namespace {
+const tether_arena_options_t kArenaDefaults = TETHER_ARENA_OPTIONS_INIT;
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_arena_options_init(tether_arena_options_t* options, size_t struct_size) {
+  return guard("tether_arena_options_init", [&] { init_options(options, struct_size, kArenaDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_arena_resource_create(tether_resource_t* upstream,
+                                                        const tether_arena_options_t* options,
+                                                        tether_resource_t** out) {
+  return guard("tether_arena_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_arena_options_t o = read_options(options, kArenaDefaults, "options");
+    core::ArenaOptions ao;
+    ao.arena_size = o.arena_size;
+    ao.superblock_size = o.superblock_size;
+    *out = make_resource_handle(core::make_arena_resource(up->core, ao), upstream, spec::format_options("arena", &o));
+  });
+}
+
+TETHER_API tether_status_t tether_arena_get_info(tether_resource_t* resource, tether_arena_info_t* out) {
+  return guard("tether_arena_get_info", [&] {
+    ResourceRef r(resource);
+    const core::ArenaInfo i = core::arena_info(*r->core);
+    tether_arena_info_t c = TETHER_ARENA_INFO_INIT;
+    c.arena_size = i.arena_size;
+    c.superblock_size = i.superblock_size;
+    c.global_free_bytes = i.global_free_bytes;
+    c.arena_count = i.arena_count;
+    c.arena_superblocks = i.arena_superblocks;
+    c.large_bytes = i.large_bytes;
+    c.chunk_count = i.chunk_count;
+    write_info(out, c, "out");
+  });
+}
+
+}  // extern "C"

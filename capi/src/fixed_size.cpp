@@ -1,0 +1,53 @@
+// The fixed-size resource's C entry points (tether/fixed_size.h).
+
+#include "internal.hpp"
+#include "spec.hpp"
+#include "tether_core/fixed_size.hpp"
+
+namespace tether::capi {
+namespace {
+const tether_fixed_size_options_t kFixedSizeDefaults = TETHER_FIXED_SIZE_OPTIONS_INIT;
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_fixed_size_options_init(tether_fixed_size_options_t* options,
+                                                          size_t struct_size) {
+  return guard("tether_fixed_size_options_init",
+               [&] { init_options(options, struct_size, kFixedSizeDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_fixed_size_resource_create(tether_resource_t* upstream,
+                                                             const tether_fixed_size_options_t* options,
+                                                             tether_resource_t** out) {
+  return guard("tether_fixed_size_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_fixed_size_options_t o = read_options(options, kFixedSizeDefaults, "options");
+    core::FixedSizeOptions fo;
+    fo.block_size = o.block_size;
+    fo.blocks_to_preallocate = o.blocks_to_preallocate;
+    *out = make_resource_handle(core::make_fixed_size_resource(up->core, fo), upstream, spec::format_options("fixed_size", &o));
+  });
+}
+
+TETHER_API tether_status_t tether_fixed_size_get_info(tether_resource_t* resource, tether_fixed_size_info_t* out) {
+  return guard("tether_fixed_size_get_info", [&] {
+    ResourceRef r(resource);
+    const core::FixedSizeInfo i = core::fixed_size_info(*r->core);
+    tether_fixed_size_info_t c = TETHER_FIXED_SIZE_INFO_INIT;
+    c.block_size = i.block_size;
+    c.block_alignment = i.block_alignment;
+    c.total_blocks = i.total_blocks;
+    c.free_blocks = i.free_blocks;
+    c.chunk_count = i.chunk_count;
+    write_info(out, c, "out");
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,67 @@
+"""The fixed-size resource (``tether/fixed_size.h``): blocks of one size."""
+
+from __future__ import annotations
+
+import operator
+
+from ._ffi import lib
+from ._resources import (Resource, Size, UpstreamAdaptor, create, new_options, query_struct, register,
+                         struct_tuple)
+
+
+class FixedSizeInfo(struct_tuple("tether_fixed_size_info_t")):  # type: ignore[misc]
+    """What a FixedSizeResource holds (``tether_fixed_size_info_t``): block_size, block_alignment,
+    total_blocks, free_blocks, chunk_count."""
+
+    __slots__ = ()
+
+
+def count_value(value: object, what: str) -> int:
+    """A non-negative int count (TypeError for other types, ValueError if negative or too large)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not bool")
+    try:
+        n = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if n < 0 or n >= 2**63:
+        raise ValueError(f"{what} must be between 0 and 2**63 - 1, not {n}")
+    return n
+
+
+@register(lib.TETHER_RESOURCE_KIND_FIXED_SIZE)
+class FixedSizeResource(UpstreamAdaptor):
+    """Blocks of one size over ``upstream`` (``tether_fixed_size_resource_create``).
+
+    Every request of at most ``block_size`` bytes gets one whole block;
+    blocks come from upstream in chunks of ``blocks_to_preallocate`` blocks
+    (one chunk at creation, another whenever all are in use). A larger
+    request raises OutOfMemoryError naming the size (no block is that large).
+    ``trim()`` gives back chunks whose blocks are all free.
+
+    Arguments:
+
+    * ``upstream`` - the resource blocks come from (kept alive). RMM spelling: ``upstream_mr``.
+    * ``block_size`` - bytes per block, an int or a string like "64 KiB"
+      (default "1 MiB"; rounded up to a multiple of 256).
+    * ``blocks_to_preallocate`` - blocks per chunk taken from upstream (default 128).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: Resource | None = None, block_size: Size = "1 MiB",
+                 blocks_to_preallocate: int = 128, *, upstream_mr: Resource | None = None) -> None:
+        up = self._upstream_handle(upstream, upstream_mr)
+        opts = new_options("tether_fixed_size_options_t", lib.tether_fixed_size_options_init, block_size=block_size)
+        opts.blocks_to_preallocate = count_value(blocks_to_preallocate, "blocks_to_preallocate")
+        self._init_from(create(lib.tether_fixed_size_resource_create, up, opts))
+
+    def fixed_size_info(self) -> FixedSizeInfo:
+        """Blocks held and free now."""
+        info: FixedSizeInfo = FixedSizeInfo.from_struct(query_struct("tether_fixed_size_info_t", lib.tether_fixed_size_get_info, self))
+        return info
+
+    @property
+    def block_size(self) -> int:
+        """Bytes of every block (after rounding)."""
+        return int(self.fixed_size_info().block_size)
