@@ -33,7 +33,10 @@ typedef enum tether_resource_kind {
   TETHER_RESOURCE_KIND_CUDA = 4,        /* cuMemAlloc / cuMemFree on one device */
   TETHER_RESOURCE_KIND_ASYNC = 5,       /* stream-ordered, from a CUDA memory pool */
   TETHER_RESOURCE_KIND_MANAGED = 6,     /* cuMemAllocManaged */
-  TETHER_RESOURCE_KIND_PINNED_HOST = 7  /* cuMemHostAlloc: page-locked, device-accessible */
+  TETHER_RESOURCE_KIND_PINNED_HOST = 7, /* cuMemHostAlloc: page-locked, device-accessible */
+  TETHER_RESOURCE_KIND_LOGGING = 13,          /* logs every allocate/free of its upstream (tether/logging.h) */
+  TETHER_RESOURCE_KIND_FAILURE_CALLBACK = 14, /* asks a user function on out-of-memory (tether/failure_callback.h) */
+  TETHER_RESOURCE_KIND_CALLBACK = 17          /* user allocate/deallocate functions (tether/callback.h) */
 } tether_resource_kind_t;
 
 /** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */

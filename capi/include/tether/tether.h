@@ -18,5 +18,8 @@
 #include "tether/cuda.h"
 #include "tether/debug.h"
 #include "tether/torch.h"
+#include "tether/callback.h"
+#include "tether/logging.h"
+#include "tether/failure_callback.h"
 
 #endif /* TETHER_TETHER_H */

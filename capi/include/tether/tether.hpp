@@ -814,4 +814,9 @@ using host_accessible_resource = resource_with<host_accessible>;
 
 }  // namespace tether
 
+// Per-module factories (each header includes this one, guarded).
+#include "tether/cpp/callback.hpp"
+#include "tether/cpp/logging.hpp"
+#include "tether/cpp/failure_callback.hpp"
+
 #endif  // TETHER_TETHER_HPP
