@@ -197,3 +197,58 @@ const char* _tether_py_library_path(void) {
   if (dladdr((void*)&tether_abi_version, &info) == 0 || info.dli_fname == NULL) return "";
   return info.dli_fname;
 }
+
+/* ---- callbacks into Python ------------------------------------------------ */
+
+#include <stdatomic.h>
+
+#include "tether_py_callbacks.h"
+
+static atomic_int g_python_gone = 0;
+static _Thread_local tether_status_t t_callback_status = TETHER_ERROR_INTERNAL;
+
+/* True if entering Python is safe: not past the atexit handler, interpreter up. */
+static int python_available(void) { return !atomic_load(&g_python_gone) && Py_IsInitialized(); }
+
+void _tether_py_callbacks_shutdown(void) { atomic_store(&g_python_gone, 1); }
+
+void _tether_py_callback_failed(tether_status_t status, const char* message) {
+  t_callback_status = status;
+  tether_callback_set_error(status, message);
+}
+
+/* The status of a Python function that may have raised (0x7FFF: see t_callback_status). */
+static tether_status_t python_status(tether_status_t s) {
+  if ((unsigned)s == 0x7FFFu) {
+    s = t_callback_status;
+    t_callback_status = TETHER_ERROR_INTERNAL;
+  }
+  return s;
+}
+
+tether_status_t _tether_py_cb_allocate(void* context, size_t size, size_t alignment, tether_stream_t stream,
+                                       void** out) {
+  if (!python_available())
+    return tether_callback_set_error(TETHER_ERROR_SHUTTING_DOWN, "the Python interpreter is shutting down");
+  return python_status(_tether_py_on_allocate(context, size, alignment, stream, out));
+}
+
+tether_status_t _tether_py_cb_deallocate(void* context, void* ptr, size_t size, size_t alignment,
+                                         tether_stream_t stream) {
+  if (!python_available())
+    return tether_callback_set_error(TETHER_ERROR_SHUTTING_DOWN, "the Python interpreter is shutting down");
+  return python_status(_tether_py_on_deallocate(context, ptr, size, alignment, stream));
+}
+
+void _tether_py_cb_destroy(void* context) {
+  if (python_available()) _tether_py_on_destroy(context);
+}
+
+void _tether_py_cb_log(const char* line, size_t length, void* user) {
+  if (python_available()) _tether_py_on_log(line, length, user);
+}
+
+int _tether_py_cb_failure(size_t size, void* user) {
+  if (!python_available()) return 0;
+  return _tether_py_on_failure(size, user);
+}

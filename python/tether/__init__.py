@@ -29,6 +29,9 @@ from ._current import (get_current_resource, is_current_resource_locked, lock_cu
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
 from . import debug
+from ._callback import CallbackResource
+from ._logging import LOG_HEADER, LoggingAdaptor
+from ._failure_callback import FailureCallbackAdaptor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -71,4 +74,5 @@ __all__ = [
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",
     "debug",
+    "CallbackResource", "LoggingAdaptor", "LOG_HEADER", "FailureCallbackAdaptor",
 ]
