@@ -69,7 +69,14 @@ class CallbackResource final : public Resource {
     bool inserted = false;
     try {
       std::lock_guard<std::mutex> lock(mutex_);
-      inserted = live_.emplace(p, Record{bytes, alignment, owner, false}).second;
+      auto [it, fresh] = live_.emplace(p, Record{bytes, alignment, owner, false, ++sequence_});
+      if (!fresh && it->second.freeing) {
+        // Its deallocate callback has run (the user reused the address) but
+        // that thread has not erased the record yet: this record replaces it.
+        it->second = Record{bytes, alignment, owner, false, sequence_};
+        fresh = true;
+      }
+      inserted = fresh;
     } catch (...) {  // no memory for the record: the allocation must not be lost
       give_back(p, bytes, alignment, stream);
       throw;
@@ -82,6 +89,7 @@ class CallbackResource final : public Resource {
 
   void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
                          stream_t stream) override {
+    std::uint64_t sequence = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = live_.find(ptr);
@@ -94,16 +102,19 @@ class CallbackResource final : public Resource {
                                std::to_string(it->second.alignment) + ", freed with size " +
                                std::to_string(bytes) + " and alignment " + std::to_string(alignment));
       it->second.freeing = true;  // a concurrent free of the same pointer is refused meanwhile
+      sequence = it->second.sequence;
     }
     try {
       fns_.deallocate(ptr, bytes, alignment, stream);
     } catch (...) {  // refused: the allocation stays recorded, as if nothing happened
       std::lock_guard<std::mutex> lock(mutex_);
-      live_.find(ptr)->second.freeing = false;
+      auto it = live_.find(ptr);
+      if (it != live_.end() && it->second.sequence == sequence) it->second.freeing = false;
       throw;
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    live_.erase(ptr);
+    auto it = live_.find(ptr);
+    if (it != live_.end() && it->second.sequence == sequence) live_.erase(it);  // else: already handed out again
   }
 
  private:
@@ -112,6 +123,7 @@ class CallbackResource final : public Resource {
     std::size_t alignment = 0;
     owner_t owner = kCaller;
     bool freeing = false;  // the deallocate callback is running
+    std::uint64_t sequence = 0;  // which allocation of this address
   };
 
   void give_back(void* p, std::size_t bytes, std::size_t alignment, stream_t stream) noexcept {
@@ -124,6 +136,7 @@ class CallbackResource final : public Resource {
   CallbackFunctions fns_;
   std::mutex mutex_;
   std::unordered_map<void*, Record> live_;
+  std::uint64_t sequence_ = 0;  // guarded by mutex_
 };
 
 }  // namespace

@@ -77,5 +77,8 @@ int _tether_py_cb_failure(size_t size, void* user);
    trampoline returns when the Python function reports the sentinel 0x7FFF. */
 void _tether_py_callback_failed(tether_status_t status, const char* message);
 
-/* From an atexit handler: Python is going away; stop calling it. */
+/* From an atexit handler (with the GIL released): Python is going away. Stops
+   the trampolines from entering Python and waits (up to 5 s) for callbacks
+   already under way on other threads to finish, so no thread asks for the GIL
+   once finalization has begun. */
 void _tether_py_callbacks_shutdown(void);

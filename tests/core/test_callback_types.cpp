@@ -158,6 +158,34 @@ TEST(CallbackResource, OutOfMemoryAndBrokenCallbacks) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { core::make_callback_resource(empty, {}); }));
 }
 
+TEST(CallbackResource, AnAddressReusedWhileItsFreeIsFinishingIsANewAllocation) {
+  // One slot: freed inside deallocate, then handed out again before the
+  // freeing thread has updated the books (here: from inside the callback).
+  alignas(256) static char slot[256];
+  bool taken = false;
+  core::Resource* self = nullptr;
+  void* again = nullptr;
+  core::CallbackFunctions f;
+  f.allocate = [&](std::size_t, std::size_t, core::stream_t) -> void* {
+    if (taken) return nullptr;
+    taken = true;
+    return slot;
+  };
+  f.deallocate = [&](void*, std::size_t, std::size_t, core::stream_t) {
+    taken = false;
+    if (again == nullptr) again = self->allocate(64, 0, 0);
+  };
+  auto r = core::make_callback_resource(f, {});
+  self = r.get();
+  void* p = r->allocate(64, 0, 0);
+  r->deallocate(p, 64, 0, 0);
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(r->outstanding_count(), 1u);
+  r->deallocate(again, 64, 0, 0);  // the new allocation's record survived the old free
+  EXPECT_EQ(r->outstanding_count(), 0u);
+  EXPECT_FALSE(taken);
+}
+
 TEST(CallbackResource, APoolOverItRecoversFromItsOutOfMemory) {
   MallocCallbacks cb;
   auto r = core::make_callback_resource(cb.functions(), {});
