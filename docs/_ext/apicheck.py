@@ -78,10 +78,15 @@ class CHeaders:
             kind, tag, body, name = m.groups()
             self.types.add(name)
             if kind == "struct":
-                self.structs[tag] = re.findall(r"(\w+)\s*;", body)
+                # A member's name is its last word, or (function pointers) the one in "(*name)".
+                self.structs[tag] = [fp.group(1) if (fp := re.search(r"\(\s*\*\s*(\w+)\s*\)", decl))
+                                     else re.findall(r"\w+", decl)[-1]
+                                     for decl in body.split(";") if re.search(r"\w", decl)]
             else:
                 self.enums[tag] = {e: int(v) for e, v in re.findall(r"(TETHER_\w+)\s*=\s*(\d+)", body)}
         for m in re.finditer(r"typedef\s+[^;{}]*?\b(tether_\w+_t)\s*;", text):
+            self.types.add(m.group(1))
+        for m in re.finditer(r"typedef\s+[^;{}()]*\(\s*\*\s*(tether_\w+_t)\s*\)", text):  # function pointer types
             self.types.add(m.group(1))
 
 
@@ -91,6 +96,10 @@ class CppHeader:
     def __init__(self, path: str) -> None:
         with open(path, encoding="utf-8") as f:
             raw = f.read()
+        # The per-module headers tether.hpp includes (tether/cpp/*.hpp) are part of it.
+        for extra in sorted(glob.glob(os.path.join(os.path.dirname(path), "cpp", "*.hpp"))):
+            with open(extra, encoding="utf-8") as f:
+                raw += "\n" + f.read()
         self.text = raw
         self.macros = {m for m in re.findall(r"^\s*#\s*define\s+(TETHER_\w+)", raw, flags=re.M)
                        if not m.endswith("_HPP")}

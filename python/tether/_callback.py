@@ -41,9 +41,13 @@ class CallbackResource(Resource):
 
     The callables run on whichever thread allocates or frees - threads Python
     did not start included - and may run concurrently; they hold the GIL while
-    they run. An exception in them becomes the status of the failing call (see
-    :ref:`python-callbacks`) and is reported through ``sys.unraisablehook``
-    (except ``MemoryError`` from ``allocate``). They must not use a resource
+    they run. An exception in them becomes the status of the failing call
+    (MemoryError: OutOfMemoryError; a TetherError: its code; ValueError:
+    InvalidArgumentError; others: TetherError), with the exception's text in
+    the message, and is reported through ``sys.unraisablehook`` (except
+    ``MemoryError`` from ``allocate``). While the interpreter exits, calls
+    through the resource fail with TETHER_ERROR_SHUTTING_DOWN instead of
+    entering Python. They must not use a resource
     built over this one (a pool may call them with its lock held).
     """
 
