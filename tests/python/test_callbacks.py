@@ -373,3 +373,35 @@ def test_exit_while_c_and_python_threads_call_python(run_python, build_native):
         time.sleep(0.3)
     """))
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+
+
+# ---- CUDA upstreams (skipped without a device) ------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_python_resource_forwarding_device_memory_pooled_and_adapted():
+    with tether.CudaResource(0) as device:
+        live: dict[int, int] = {}
+
+        def allocate(size: int, alignment: int, stream: int) -> int:
+            p = device.allocate(size, alignment, stream)
+            live[p] = size
+            return p
+
+        def deallocate(ptr: int, size: int, alignment: int, stream: int) -> None:
+            device.deallocate(ptr, size, alignment, stream)
+            del live[ptr]
+
+        lines: list[str] = []
+        with tether.CallbackResource(allocate, deallocate, device_accessible=True, host_accessible=False,
+                                     device=0) as mine, \
+                tether.PoolResource(mine) as pool, \
+                tether.LoggingAdaptor(pool, callback=lines.append) as log, \
+                tether.FailureCallbackAdaptor(log, lambda size: False) as mr:
+            assert (mr.device, mr.device_accessible, mr.host_accessible) == (0, True, False)
+            bufs = [tether.Buffer(n, resource=mr) for n in (1, 4096, 1 << 20)]
+            with pytest.raises(tether.OutOfMemoryError):
+                mr.allocate(1 << 50)
+            for b in bufs:
+                b.close()
+            assert [line.split(",")[-1] for line in lines[1:]].count("TETHER_ERROR_OUT_OF_MEMORY") == 1
+        assert live == {}
