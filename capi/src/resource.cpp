@@ -1,12 +1,11 @@
-// Resource handles: creation of the host-side resources, refcounting,
-// allocation and queries. CUDA resources are created in cuda.cpp.
+// Resource handles: the host resource, refcounting, allocation and the queries
+// every resource answers. Each other type has its own file: pool.cpp,
+// statistics.cpp, cuda.cpp.
 #include <cstring>
 
 #include "internal.hpp"
 #include "orphans.hpp"
 #include "tether_core/host.hpp"
-#include "tether_core/pool.hpp"
-#include "tether_core/statistics.hpp"
 
 namespace tether::capi {
 
@@ -92,42 +91,11 @@ using namespace tether::capi;
 
 extern "C" {
 
-TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size) {
-  return guard("tether_pool_options_init",
-               [&] { init_options(options, struct_size, kPoolDefaults, "options"); });
-}
-
 TETHER_API tether_status_t tether_host_resource_create(tether_resource_t** out) {
   return guard("tether_host_resource_create", [&] {
     require_out(out);
     *out = nullptr;
     *out = make_resource_handle(core::make_host_resource(), nullptr);
-  });
-}
-
-TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
-                                                       const tether_pool_options_t* options,
-                                                       tether_resource_t** out) {
-  return guard("tether_pool_resource_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_pool_options_t o = read_options(options, kPoolDefaults, "options");
-    core::PoolOptions po;
-    po.initial_size = o.initial_size;
-    po.maximum_size = o.maximum_size;
-    po.growth_size = o.growth_size;
-    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream);
-  });
-}
-
-TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
-                                                            tether_resource_t** out) {
-  return guard("tether_statistics_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    *out = make_resource_handle(core::make_statistics_adaptor(up->core), upstream);
   });
 }
 
@@ -192,43 +160,6 @@ TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether
     ResourceRef ra(a);
     ResourceRef rb(b);
     *out = (ra->core == rb->core || ra->core->is_equal(*rb->core)) ? 1 : 0;
-  });
-}
-
-TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
-                                                          tether_statistics_t* out) {
-  return guard("tether_resource_get_statistics", [&] {
-    ResourceRef r(resource);
-    const core::Statistics s = core::statistics_of(*r->core);
-    tether_statistics_t c = TETHER_STATISTICS_INIT;
-    c.current_bytes = s.current_bytes;
-    c.peak_bytes = s.peak_bytes;
-    c.total_bytes = s.total_bytes;
-    c.current_count = s.current_count;
-    c.peak_count = s.peak_count;
-    c.total_count = s.total_count;
-    write_info(out, c, "out");
-  });
-}
-
-TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource_t* resource) {
-  return guard("tether_resource_reset_peak_statistics", [&] {
-    ResourceRef r(resource);
-    core::reset_peak_statistics(*r->core);
-  });
-}
-
-TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
-                                                         tether_pool_info_t* out) {
-  return guard("tether_resource_get_pool_info", [&] {
-    ResourceRef r(resource);
-    const core::PoolInfo i = core::pool_info(*r->core);
-    tether_pool_info_t c = TETHER_POOL_INFO_INIT;
-    c.pool_size = i.pool_size;
-    c.free_bytes = i.free_bytes;
-    c.largest_free_block = i.largest_free_block;
-    c.chunk_count = i.chunk_count;
-    write_info(out, c, "out");
   });
 }
 

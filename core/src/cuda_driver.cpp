@@ -19,9 +19,6 @@ namespace tether::core::cuda {
 namespace detail {
 namespace {
 
-// cuGetProcAddress_v2 (CUDA 12.0+).
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-
 // One device's primary context, retained on first use.
 struct DeviceSlot {
   CUdevice device = 0;
@@ -37,64 +34,35 @@ struct Loaded {
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-// Resolve `name` at the 12.0 ABI into `fn`; false (with `why`) if missing.
+// Resolve `name` at the 12.0 ABI into `fn`; false if the driver lacks it.
 template <class F>
-bool resolve(GetProcAddress gpa, const char* name, F& fn, std::string& why) {
+bool resolve(GetProcAddress gpa, const char* name, F& fn) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   const CUresult r = gpa(name, &p, kMinimumDriverVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
-  if (r != CUDA_SUCCESS || p == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {
-    why = std::string("CUDA driver is unusable: it does not provide ") + name + " (cuGetProcAddress)";
-    return false;
-  }
+  if (r != CUDA_SUCCESS || p == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) return false;
   fn = reinterpret_cast<F>(p);
   return true;
 }
 
+}  // namespace
+
 bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why) {
-#define TETHER_RESOLVE(field, name) \
-  if (!resolve(gpa, name, d.field, why)) return false
-  TETHER_RESOLVE(GetErrorName, "cuGetErrorName");
-  TETHER_RESOLVE(GetErrorString, "cuGetErrorString");
-  TETHER_RESOLVE(Init, "cuInit");
-  TETHER_RESOLVE(DeviceGetCount, "cuDeviceGetCount");
-  TETHER_RESOLVE(DeviceGet, "cuDeviceGet");
-  TETHER_RESOLVE(DeviceGetAttribute, "cuDeviceGetAttribute");
-  TETHER_RESOLVE(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  TETHER_RESOLVE(CtxGetCurrent, "cuCtxGetCurrent");
-  TETHER_RESOLVE(CtxPushCurrent, "cuCtxPushCurrent");
-  TETHER_RESOLVE(CtxPopCurrent, "cuCtxPopCurrent");
-  TETHER_RESOLVE(CtxGetDevice, "cuCtxGetDevice");
-  TETHER_RESOLVE(CtxSynchronize, "cuCtxSynchronize");
-  TETHER_RESOLVE(MemGetInfo, "cuMemGetInfo");
-  TETHER_RESOLVE(MemAlloc, "cuMemAlloc");
-  TETHER_RESOLVE(MemFree, "cuMemFree");
-  TETHER_RESOLVE(MemAllocManaged, "cuMemAllocManaged");
-  TETHER_RESOLVE(MemHostAlloc, "cuMemHostAlloc");
-  TETHER_RESOLVE(MemFreeHost, "cuMemFreeHost");
-  TETHER_RESOLVE(MemcpyAsync, "cuMemcpyAsync");
-  TETHER_RESOLVE(MemsetD8Async, "cuMemsetD8Async");
-  TETHER_RESOLVE(PointerGetAttribute, "cuPointerGetAttribute");
-  TETHER_RESOLVE(StreamCreate, "cuStreamCreate");
-  TETHER_RESOLVE(StreamDestroy, "cuStreamDestroy");
-  TETHER_RESOLVE(StreamSynchronize, "cuStreamSynchronize");
-  TETHER_RESOLVE(StreamQuery, "cuStreamQuery");
-  TETHER_RESOLVE(StreamWaitEvent, "cuStreamWaitEvent");
-  TETHER_RESOLVE(LaunchHostFunc, "cuLaunchHostFunc");
-  TETHER_RESOLVE(EventCreate, "cuEventCreate");
-  TETHER_RESOLVE(EventDestroy, "cuEventDestroy");
-  TETHER_RESOLVE(EventRecord, "cuEventRecord");
-  TETHER_RESOLVE(DeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
-  TETHER_RESOLVE(MemPoolCreate, "cuMemPoolCreate");
-  TETHER_RESOLVE(MemPoolDestroy, "cuMemPoolDestroy");
-  TETHER_RESOLVE(MemPoolSetAttribute, "cuMemPoolSetAttribute");
-  TETHER_RESOLVE(MemPoolGetAttribute, "cuMemPoolGetAttribute");
-  TETHER_RESOLVE(MemPoolTrimTo, "cuMemPoolTrimTo");
-  TETHER_RESOLVE(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
-  TETHER_RESOLVE(MemFreeAsync, "cuMemFreeAsync");
-#undef TETHER_RESOLVE
+#define TETHER_RESOLVE_LIBRARY(name, params)                                                         \
+  if (!resolve(gpa, "cu" #name, d.name)) {                                                          \
+    why = "CUDA driver is unusable: it does not provide cu" #name " (cuGetProcAddress)";            \
+    return false;                                                                                   \
+  }
+#define TETHER_RESOLVE_TEST(name, params) \
+  if (!resolve(gpa, "cu" #name, d.name)) d.name = nullptr;
+  TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_RESOLVE_LIBRARY)
+  TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_RESOLVE_TEST)
+#undef TETHER_RESOLVE_LIBRARY
+#undef TETHER_RESOLVE_TEST
   return true;
 }
+
+namespace {
 
 std::string name_of(const Driver& d, CUresult r) {
   const char* s = nullptr;

@@ -31,50 +31,84 @@ namespace tether::core::cuda::detail {
 // Oldest driver tether accepts (cuGetProcAddress_v2 and the 12.0 ABI).
 inline constexpr int kMinimumDriverVersion = 12000;
 
-// The driver's entry points tether uses, resolved at the 12.0 ABI.
+// The driver's entry points, one list: X(Name, (parameter types)) for the
+// function cuName, which returns CUresult, stored as Driver::Name.
+//
+// TETHER_CUDA_LIBRARY_ENTRY_POINTS: what the library itself calls. A driver
+// that lacks one of them is unusable, and the load fails naming it.
+// TETHER_CUDA_TEST_ENTRY_POINTS: what only the tests (and benchmarks) call.
+// Resolved when the driver has them, nullptr otherwise: a missing one never
+// fails the load (tests check with test_entry_point()).
+// To call a new driver function, add it to the first list (or, for tests
+// only, the second); nothing else is written per entry point.
+#define TETHER_CUDA_LIBRARY_ENTRY_POINTS(X)                                   \
+  X(GetErrorName, (CUresult, const char**))                                   \
+  X(GetErrorString, (CUresult, const char**))                                 \
+  X(Init, (unsigned))                                                         \
+  X(DeviceGetCount, (int*))                                                   \
+  X(DeviceGet, (CUdevice*, int))                                              \
+  X(DeviceGetAttribute, (int*, CUdevice_attribute, CUdevice))                 \
+  X(DevicePrimaryCtxRetain, (CUcontext*, CUdevice))                           \
+  X(CtxGetCurrent, (CUcontext*))                                              \
+  X(CtxPushCurrent, (CUcontext))                                              \
+  X(CtxPopCurrent, (CUcontext*))                                              \
+  X(CtxGetDevice, (CUdevice*))                                                \
+  X(CtxSynchronize, ())                                                       \
+  X(MemGetInfo, (std::size_t*, std::size_t*))                                 \
+  X(MemAlloc, (CUdeviceptr*, std::size_t))                                    \
+  X(MemFree, (CUdeviceptr))                                                   \
+  X(MemAllocManaged, (CUdeviceptr*, std::size_t, unsigned))                   \
+  X(MemHostAlloc, (void**, std::size_t, unsigned))                            \
+  X(MemFreeHost, (void*))                                                     \
+  X(MemcpyAsync, (CUdeviceptr, CUdeviceptr, std::size_t, CUstream))           \
+  X(PointerGetAttribute, (void*, CUpointer_attribute, CUdeviceptr))           \
+  X(StreamSynchronize, (CUstream))                                            \
+  X(StreamWaitEvent, (CUstream, CUevent, unsigned))                           \
+  X(EventCreate, (CUevent*, unsigned))                                        \
+  X(EventDestroy, (CUevent))                                                  \
+  X(EventRecord, (CUevent, CUstream))                                         \
+  X(DeviceGetDefaultMemPool, (CUmemoryPool*, CUdevice))                       \
+  X(MemPoolCreate, (CUmemoryPool*, const CUmemPoolProps*))                    \
+  X(MemPoolDestroy, (CUmemoryPool))                                           \
+  X(MemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void*))          \
+  X(MemPoolTrimTo, (CUmemoryPool, std::size_t))                               \
+  X(MemAllocFromPoolAsync, (CUdeviceptr*, std::size_t, CUmemoryPool, CUstream)) \
+  X(MemFreeAsync, (CUdeviceptr, CUstream))
+
+#define TETHER_CUDA_TEST_ENTRY_POINTS(X)                                      \
+  X(MemsetD8Async, (CUdeviceptr, unsigned char, std::size_t, CUstream))       \
+  X(StreamCreate, (CUstream*, unsigned))                                      \
+  X(StreamDestroy, (CUstream))                                                \
+  X(StreamQuery, (CUstream))                                                  \
+  X(LaunchHostFunc, (CUstream, CUhostFn, void*))                              \
+  X(MemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void*))
+
+// The driver's entry points, resolved at the 12.0 ABI.
 struct Driver {
   int version = 0;       // cuDriverGetVersion
   int device_count = 0;  // > 0 once loaded
 
-  CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
-  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
-  CUresult (*Init)(unsigned) = nullptr;
-  CUresult (*DeviceGetCount)(int*) = nullptr;
-  CUresult (*DeviceGet)(CUdevice*, int) = nullptr;
-  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
-  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
-  CUresult (*CtxPushCurrent)(CUcontext) = nullptr;
-  CUresult (*CtxPopCurrent)(CUcontext*) = nullptr;
-  CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
-  CUresult (*CtxSynchronize)() = nullptr;
-  CUresult (*MemGetInfo)(std::size_t*, std::size_t*) = nullptr;
-  CUresult (*MemAlloc)(CUdeviceptr*, std::size_t) = nullptr;
-  CUresult (*MemFree)(CUdeviceptr) = nullptr;
-  CUresult (*MemAllocManaged)(CUdeviceptr*, std::size_t, unsigned) = nullptr;
-  CUresult (*MemHostAlloc)(void**, std::size_t, unsigned) = nullptr;
-  CUresult (*MemFreeHost)(void*) = nullptr;
-  CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, std::size_t, CUstream) = nullptr;
-  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, std::size_t, CUstream) = nullptr;
-  CUresult (*PointerGetAttribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
-  CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
-  CUresult (*StreamDestroy)(CUstream) = nullptr;
-  CUresult (*StreamSynchronize)(CUstream) = nullptr;
-  CUresult (*StreamQuery)(CUstream) = nullptr;
-  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned) = nullptr;
-  CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void*) = nullptr;
-  CUresult (*EventCreate)(CUevent*, unsigned) = nullptr;
-  CUresult (*EventDestroy)(CUevent) = nullptr;
-  CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
-  CUresult (*DeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice) = nullptr;
-  CUresult (*MemPoolCreate)(CUmemoryPool*, const CUmemPoolProps*) = nullptr;
-  CUresult (*MemPoolDestroy)(CUmemoryPool) = nullptr;
-  CUresult (*MemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void*) = nullptr;
-  CUresult (*MemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void*) = nullptr;
-  CUresult (*MemPoolTrimTo)(CUmemoryPool, std::size_t) = nullptr;
-  CUresult (*MemAllocFromPoolAsync)(CUdeviceptr*, std::size_t, CUmemoryPool, CUstream) = nullptr;
-  CUresult (*MemFreeAsync)(CUdeviceptr, CUstream) = nullptr;
+#define TETHER_CUDA_DRIVER_FIELD(name, params) CUresult(*name) params = nullptr;
+  TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
+  TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
+#undef TETHER_CUDA_DRIVER_FIELD
 };
+
+// cuGetProcAddress_v2 (CUDA 12.0+).
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+// Resolve every entry point through `gpa` into `d`. False, with `why` naming
+// the function, if a library entry point is missing; a missing test entry
+// point stays nullptr. (Exposed so that a test can feed it a fake driver.)
+bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why);
+
+// A test entry point, or Error(NOT_SUPPORTED) naming it if the driver lacks it.
+template <class F>
+F test_entry_point(F fn, const char* name) {
+  if (fn == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string("the CUDA driver does not provide ") + name);
+  return fn;
+}
 
 // The loaded, initialised driver (cuInit done, at least one device). Throws
 // Error(NO_DEVICE, reason) otherwise; the reason is found once and kept.

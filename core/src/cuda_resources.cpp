@@ -25,6 +25,7 @@
 
 #include "cuda_driver.hpp"
 #include "tether/cuda.h"
+#include "tether_core/free_check.hpp"
 #include "tether_core/process.hpp"
 
 namespace tether::core::cuda {
@@ -33,17 +34,6 @@ namespace {
 using namespace detail;
 
 constexpr std::size_t kNativeAlignment = 256;
-
-std::string hex(const void* p) {
-  static const char digits[] = "0123456789abcdef";
-  auto v = reinterpret_cast<std::uintptr_t>(p);
-  std::string s;
-  do {
-    s.insert(s.begin(), digits[v & 15]);
-    v >>= 4;
-  } while (v != 0);
-  return "0x" + s;
-}
 
 std::string bytes_detail(std::size_t bytes) { return " allocating " + std::to_string(bytes) + " bytes"; }
 
@@ -126,22 +116,10 @@ class AllocationTable {
     Shard& s = shard(p);
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.map.find(p);
-    if (it == s.map.end())
-      throw_invalid_argument(std::string(owner) + ": pointer " + hex(reinterpret_cast<void*>(p)) +
-                             " was not allocated by this resource (or was already freed)");
+    const void* ptr = reinterpret_cast<const void*>(p);
+    if (it == s.map.end()) throw_not_allocated(owner, "this resource", ptr);
     const Record r = it->second;
-    if (r.owner != freed_by)
-      throw_invalid_argument(std::string(owner) + ": pointer " + hex(reinterpret_cast<void*>(p)) +
-                             (freed_by == kCaller ? " is held by a resource over this one (a pool's chunk or an "
-                                                    "adaptor's allocation); free it into the resource that handed it out"
-                                                  : " was not handed out through the resource it was freed into"));
-    if (r.size != size)
-      throw_invalid_argument(std::string(owner) + ": size mismatch freeing " + hex(reinterpret_cast<void*>(p)) +
-                             ": allocated " + std::to_string(r.size) + " bytes, freed with " + std::to_string(size));
-    if (r.alignment != alignment)
-      throw_invalid_argument(std::string(owner) + ": alignment mismatch freeing " + hex(reinterpret_cast<void*>(p)) +
-                             ": allocated with " + std::to_string(r.alignment) + ", freed with " +
-                             std::to_string(alignment));
+    check_free(owner, "this resource", ptr, Allocated{r.owner, r.size, r.alignment}, freed_by, size, alignment);
     s.map.erase(it);
     return r;
   }
@@ -220,7 +198,7 @@ class DriverResource : public Resource {
     const std::uintptr_t aligned = (b + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
     if (alignment <= kNativeAlignment && aligned != b) {
       (void)raw_free(base, stream);
-      throw Error(TETHER_ERROR_INTERNAL, std::string(name()) + ": the driver returned " + hex(base) +
+      throw Error(TETHER_ERROR_INTERNAL, std::string(name()) + ": the driver returned " + pointer_text(base) +
                                              ", not aligned to " + std::to_string(alignment) + " bytes");
     }
     try {

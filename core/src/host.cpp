@@ -21,6 +21,7 @@
 // hash table (linear probing, backward-shift deletion, at most half full)
 // behind a spin lock held for a few loads and stores.
 #include "tether_core/host.hpp"
+#include "tether_core/free_check.hpp"
 
 #include "address_table.hpp"
 
@@ -129,42 +130,14 @@ class HostResource final : public Resource {
       }
     }
     // The entry is gone only if everything matched; messages are built unlocked.
-    if (e.key == 0) throw_invalid_argument(not_ours(ptr));
-    if (e.owner != owner) throw_invalid_argument(wrong_owner(ptr, e.owner, owner));
-    if (e.size != bytes) {
-      throw_invalid_argument("host: size mismatch freeing " + address(ptr) + ": allocated " + std::to_string(e.size) +
-                             " bytes, freed with " + std::to_string(bytes));
-    }
-    if (e.alignment != alignment) {
-      throw_invalid_argument("host: alignment mismatch freeing " + address(ptr) + ": allocated with alignment " +
-                             std::to_string(e.alignment) + ", freed with " + std::to_string(alignment));
-    }
+    if (e.key == 0) throw_not_allocated("host", "this host resource", ptr);
+    check_free("host", "this host resource", ptr, Allocated{e.owner, e.size, e.alignment}, owner, bytes, alignment);
     std::free(reinterpret_cast<void*>(user - e.offset));
   }
 
  private:
   Shard& shard(std::uintptr_t p) noexcept { return shards_[Shard::hash(p) >> (64 - kShardBits)]; }
 
-  static std::string address(const void* p) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%p", p);
-    return buf;
-  }
-  static std::string not_ours(const void* p) {
-    return "host: pointer " + address(p) + " was not allocated by this host resource (or was already freed)";
-  }
-  static std::string wrong_owner(const void* p, owner_t held_by, owner_t freed_by) {
-    if (freed_by == kCaller)
-      return "host: pointer " + address(p) +
-             " is held by a resource over this one (a pool's chunk or an adaptor's allocation); "
-             "free it into the resource that handed it out";
-    if (held_by == kCaller)
-      return "host: pointer " + address(p) +
-             " was allocated directly from this host resource, not through the resource it was freed into; "
-             "free it into the host resource";
-    return "host: pointer " + address(p) +
-           " was handed out through another resource over this one than the one it was freed into";
-  }
   static std::string message(const char* what, std::size_t bytes, std::size_t alignment) {
     return std::string("host: ") + what + " " + std::to_string(bytes) + " bytes (alignment " +
            std::to_string(alignment) + ")";

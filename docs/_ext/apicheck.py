@@ -10,14 +10,19 @@ pages are read, warns about
 * C: a declared function whose signature differs from the header's, a header
   function, macro, type, struct member or enumerator that is not documented
   (or documented but not in the headers), an enumerator with the wrong value;
-* C++: a documented name that tether.hpp does not declare, and a public
-  declaration of tether.hpp (one with a ``///`` comment) that is not documented;
+* C++: a documented name that the wrapper (tether.hpp and the per-module
+  headers it includes, capi/include/tether/cpp/*.hpp) does not declare, and a
+  public declaration there (one with a ``///`` comment) that is not documented;
 * Python: a documented ``tether.*`` object the package does not define, a
   public name (``__all__``, a class's public members) that is not documented,
   and a signature whose parameters or defaults differ from the code - for the
   package and for each public submodule with an ``__all__`` (the hooks:
   ``tether.cupy``, ``tether.numba`` ...; their classes' own public members
   too, not what they inherit from the other library).
+
+Every page counts: the reference pages (c_api, cpp_api, python_api) and the
+per-type pages under docs/resources/ alike, so a resource type may document
+its API on its own page.
 
 Run the build with ``-W`` and each warning fails it.
 """
@@ -91,15 +96,14 @@ class CHeaders:
 
 
 class CppHeader:
-    """Public names of tether.hpp: every declaration preceded by a ``///`` comment."""
+    """Public names of the C++ wrapper (tether.hpp and cpp/*.hpp): every declaration
+    preceded by a ``///`` comment."""
 
-    def __init__(self, path: str) -> None:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read()
-        # The per-module headers tether.hpp includes (tether/cpp/*.hpp) are part of it.
-        for extra in sorted(glob.glob(os.path.join(os.path.dirname(path), "cpp", "*.hpp"))):
-            with open(extra, encoding="utf-8") as f:
-                raw += "\n" + f.read()
+    def __init__(self, paths: list[str]) -> None:
+        raw = ""
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                raw += f.read() + "\n"
         self.text = raw
         self.macros = {m for m in re.findall(r"^\s*#\s*define\s+(TETHER_\w+)", raw, flags=re.M)
                        if not m.endswith("_HPP")}
@@ -143,9 +147,17 @@ class CppHeader:
 
 
 class PyPackage:
-    """Public names, classes and signatures of python/tether, read with ast."""
+    """Public names, classes and signatures of python/tether, read with ast.
 
-    def __init__(self, package_dir: str) -> None:
+    Members the package derives from the C headers at import are derived here
+    the same way: a class based on ``struct_tuple("tether_x_t")`` has the fields
+    of that C struct (without struct_size), and a class whose body reads
+    ``_constants("TETHER_X_")`` (ResourceKind) has one member per enumerator
+    with that prefix.
+    """
+
+    def __init__(self, package_dir: str, c: CHeaders | None = None) -> None:
+        self.c = c
         self.modules: dict[str, ast.Module] = {}
         for path in sorted(glob.glob(os.path.join(package_dir, "*.py"))):
             name = os.path.splitext(os.path.basename(path))[0]
@@ -169,8 +181,8 @@ class PyPackage:
                 elif isinstance(node, ast.FunctionDef) and mod_name in ("__init__", "debug"):
                     key = node.name if mod_name == "__init__" else f"debug.{node.name}"
                     self.functions[key] = node
-        for mod_name in ("_resources", "_cuda", "_current", "_buffer", "_convert", "_errors"):
-            for node in self.modules.get(mod_name, ast.Module(body=[])).body:
+        for mod_name in sorted(m for m in self.modules if m.startswith("_") and m != "__init__"):
+            for node in self.modules[mod_name].body:
                 if isinstance(node, ast.FunctionDef):
                     self.functions.setdefault(node.name, node)
         self.all = self._all("__init__")
@@ -212,7 +224,25 @@ class PyPackage:
                         members[t.id] = item
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 members[item.target.id] = item
+        for name in self._derived_members(node):
+            members.setdefault(name, node)
         return members
+
+    def _derived_members(self, node: ast.ClassDef) -> list[str]:
+        if self.c is None:
+            return []
+        out: list[str] = []
+        for base in node.bases:
+            if (isinstance(base, ast.Call) and getattr(base.func, "id", None) == "struct_tuple"
+                    and base.args and isinstance(base.args[0], ast.Constant)):
+                tag = str(base.args[0].value)[:-2]  # tether_pool_info_t -> tether_pool_info
+                out += [f for f in self.c.structs.get(tag, []) if f != "struct_size"]
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Call) and getattr(sub.func, "id", None) == "_constants"
+                    and sub.args and isinstance(sub.args[0], ast.Constant)):
+                prefix = str(sub.args[0].value)
+                out += [e[len(prefix):] for values in self.c.enums.values() for e in values if e.startswith(prefix)]
+        return out
 
     def member(self, cls: str, name: str) -> ast.AST | None:
         for c in self.ancestry(cls):
@@ -283,8 +313,8 @@ def _location(node: nodes.Node, docname: str):
 def check(app, env) -> None:
     root = app.config.apicheck_root
     c = CHeaders(os.path.join(root, "capi", "include", "tether"))
-    cpp = CppHeader(os.path.join(root, "capi", "include", "tether", "tether.hpp"))
-    py = PyPackage(os.path.join(root, "python", "tether"))
+    cpp = CppHeader(_cpp_headers(root))
+    py = PyPackage(os.path.join(root, "python", "tether"), c)
 
     doc_c: dict[str, tuple[str, str, nodes.Node]] = {}  # name -> (objtype, docname, sig)
     doc_cpp: set[str] = set()
@@ -360,11 +390,12 @@ def _check_c(c: CHeaders, cpp: CppHeader, doc: dict) -> None:
 def _check_cpp(cpp: CppHeader, doc: set[str]) -> None:
     for name in sorted(doc):
         if not cpp.declares(name):
-            logger.warning(f"apicheck: documented C++ name {name} is not declared in tether.hpp", type="apicheck")
+            logger.warning(f"apicheck: documented C++ name {name} is not declared in the C++ wrapper (tether.hpp, "
+                           "cpp/*.hpp)", type="apicheck")
     for name in sorted(cpp.documented_decls):
         plain = name.lstrip("~")
         if name not in doc and plain not in doc:
-            logger.warning(f"apicheck: tether.hpp declares {name} (with a /// comment) but cpp_api does not document it",
+            logger.warning(f"apicheck: the C++ wrapper declares {name} (with a /// comment) but no page documents it",
                            type="apicheck")
 
 
@@ -512,8 +543,15 @@ def _compare(full, code, docs, warn, where) -> None:
         warn(f"signature of {full} differs from the code:\n  code: ({fmt(code)})\n  docs: ({fmt(docs)})", where)
 
 
+def _cpp_headers(root: str) -> list[str]:
+    """tether.hpp and the per-module wrapper headers it includes."""
+    inc = os.path.join(root, "capi", "include", "tether")
+    return [os.path.join(inc, "tether.hpp")] + sorted(glob.glob(os.path.join(inc, "cpp", "*.hpp")))
+
+
 def _sources(root: str) -> list[str]:
     return sorted(glob.glob(os.path.join(root, "capi", "include", "tether", "*.h*"))
+                  + glob.glob(os.path.join(root, "capi", "include", "tether", "cpp", "*.hpp"))
                   + glob.glob(os.path.join(root, "python", "tether", "*.py")))
 
 

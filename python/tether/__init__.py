@@ -18,10 +18,11 @@ import os
 
 from ._ffi import __version__, lib, library_path
 from ._convert import CURRENT_DEVICE, HOST, parse_size
-from ._errors import (CudaError, InvalidArgumentError, InvalidHandleError, LockedError, NoDeviceError,
-                      NotSupportedError, OutOfMemoryError, PinnedError, TetherError)
+from ._errors import (CudaError, InternalError, InvalidArgumentError, InvalidHandleError, LockedError,
+                      NoDeviceError, NotSupportedError, OutOfMemoryError, PinnedError, ShuttingDownError,
+                      TetherError, VersionMismatchError)
 from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
-                         StatisticsAdaptor)
+                         StatisticsAdaptor, UpstreamAdaptor)
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
                     cuda_device_count, cuda_driver_version)
 from ._buffer import Buffer
@@ -64,8 +65,9 @@ __all__ = [
     "__version__", "abi_version", "get_include", "get_cmake_dir", "get_library",
     "HOST", "CURRENT_DEVICE", "parse_size",
     "TetherError", "OutOfMemoryError", "InvalidArgumentError", "PinnedError", "InvalidHandleError",
-    "NotSupportedError", "NoDeviceError", "CudaError", "LockedError",
-    "Resource", "ResourceKind", "HostResource", "PoolResource", "StatisticsAdaptor",
+    "NotSupportedError", "NoDeviceError", "CudaError", "LockedError", "VersionMismatchError",
+    "ShuttingDownError", "InternalError",
+    "Resource", "ResourceKind", "UpstreamAdaptor", "HostResource", "PoolResource", "StatisticsAdaptor",
     "Statistics", "PoolInfo",
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_driver_version",

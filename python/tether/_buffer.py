@@ -128,13 +128,7 @@ class Buffer(Handle):
     def close(self) -> None:
         """Give this object's reference (and its pin, if an export took one) back. Idempotent."""
         self._pin = None  # the ffi.gc destructor unpins
-        try:  # Handle.close, written out: close() is on the hot path of short-lived buffers
-            h = self._h
-        except AttributeError:
-            return
-        if h is not None:
-            self._h = None
-            self._release(h)
+        Handle.close(self)
 
     @property
     def size(self) -> int:
@@ -385,13 +379,6 @@ class Buffer(Handle):
         info = self._info()
         where = "host" if info.device == _HOST else f"device {info.device}"
         return f"<tether.Buffer {info.size} bytes, {where}, ptr=0x{int(ffi.cast('uintptr_t', info.ptr)):x}>"
-
-    def _check(self, status: int) -> None:
-        if status:
-            if self._h is None:
-                raise closed_error(self)
-            check(status)
-
 
 def _dlpack_versioned(max_version) -> int:
     """1 for a DLManagedTensorVersioned (the consumer accepts DLPack >= 1.0), 0 for the legacy struct."""

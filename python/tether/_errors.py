@@ -4,9 +4,17 @@ Every exception derives from TetherError *and* from the builtin a Python user
 would catch for that failure (MemoryError, ValueError, ...), keeps the status
 in ``.code`` / ``.status_name`` and carries the library's message for the
 calling thread (tether_last_error_message(), which names the C function).
+
+The status -> class table is derived from the library's constants: every
+``TETHER_ERROR_<NAME>`` of the cdef maps to the class ``<Name>Error`` (CamelCase
+of NAME). The classes below are written out for their docstrings and builtin
+bases; a status code the headers gain later without a class here still gets
+its own TetherError subclass (made at import), never the bare base class.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ._ffi import ffi, lib
 
@@ -26,7 +34,7 @@ class TetherError(Exception):
         """The enumerator's name, e.g. ``"TETHER_ERROR_OUT_OF_MEMORY"``."""
         return ffi.string(lib.tether_status_name(self.code)).decode("ascii", "replace")
 
-    def __reduce__(self):  # picklable (multiprocessing, pytest-xdist)
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (multiprocessing, pytest-xdist)
         return (type(self), (str(self), self.code))
 
 
@@ -71,8 +79,47 @@ class LockedError(TetherError, RuntimeError):
     code = lib.TETHER_ERROR_LOCKED
 
 
-_BY_CODE = {cls.code: cls for cls in (OutOfMemoryError, InvalidArgumentError, InvalidHandleError,
-                                      NotSupportedError, NoDeviceError, CudaError, LockedError)}
+class VersionMismatchError(TetherError, RuntimeError):
+    """An options struct is smaller than the oldest layout the library accepts."""
+    code = lib.TETHER_ERROR_VERSION_MISMATCH
+
+
+class ShuttingDownError(TetherError, RuntimeError):
+    """The process is exiting; the library refused the call rather than risk a dead CUDA context."""
+    code = lib.TETHER_ERROR_SHUTTING_DOWN
+
+
+class InternalError(TetherError, RuntimeError):
+    """A bug in tether (an invariant failed). Please report it."""
+    code = lib.TETHER_ERROR_INTERNAL
+
+
+def status_constants() -> dict[str, int]:
+    """Every ``TETHER_ERROR_*`` constant of the cdef: name -> value."""
+    return {name: getattr(lib, name) for name in dir(lib) if name.startswith("TETHER_ERROR_")}
+
+
+def class_name(status_constant: str) -> str:
+    """``TETHER_ERROR_OUT_OF_MEMORY`` -> ``OutOfMemoryError``."""
+    words = status_constant[len("TETHER_ERROR_"):].split("_")
+    return "".join(w.capitalize() for w in words) + "Error"
+
+
+def _by_code() -> dict[int, type[TetherError]]:
+    table: dict[int, type[TetherError]] = {}
+    for name, value in status_constants().items():
+        cls = globals().get(class_name(name))
+        if not (isinstance(cls, type) and issubclass(cls, TetherError) and cls.code == value):
+            # A status code newer than this module: its own class, named like the others.
+            cls = type(class_name(name), (TetherError,),
+                       {"code": value, "__module__": __name__,
+                        "__doc__": f"The status {name} (no documented class of its own yet)."})
+            globals()[cls.__name__] = cls
+        table[value] = cls
+    return table
+
+
+_BY_CODE = _by_code()
 
 
 def error_for(status: int, message: str | None = None) -> TetherError:
@@ -105,4 +152,5 @@ def closed_error(obj: object) -> InvalidHandleError:
 
 
 __all__ = ["TetherError", "OutOfMemoryError", "InvalidArgumentError", "PinnedError", "InvalidHandleError",
-           "NotSupportedError", "NoDeviceError", "CudaError", "LockedError", "check", "error_for"]
+           "NotSupportedError", "NoDeviceError", "CudaError", "LockedError", "VersionMismatchError",
+           "ShuttingDownError", "InternalError", "check", "error_for"]

@@ -7,11 +7,11 @@ from typing import Callable
 from . import _callbacks
 from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, _alias, create, handle_of, register
+from ._resources import Resource, UpstreamAdaptor, create, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_FAILURE_CALLBACK)
-class FailureCallbackAdaptor(Resource):
+class FailureCallbackAdaptor(UpstreamAdaptor):
     """Forwards to ``upstream`` (kept alive); when the upstream is out of
     memory, calls ``callback(size)`` and retries while it returns True
     (``tether_failure_callback_adaptor_create``).
@@ -33,10 +33,7 @@ class FailureCallbackAdaptor(Resource):
 
     def __init__(self, upstream: Resource | None = None, callback: Callable[[int], bool] | None = None, *,
                  upstream_mr: Resource | None = None) -> None:
-        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
-        if upstream is None:
-            raise TypeError("FailureCallbackAdaptor() needs an upstream resource")
-        up = handle_of(upstream, "upstream")
+        up = self._upstream_handle(upstream, upstream_mr)
         if callback is None or not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
         opts = ffi.new("tether_failure_callback_options_t*")

@@ -24,8 +24,12 @@ closing one never affects the other.
 
 from __future__ import annotations
 
-from ._errors import closed_error
+from typing import Any, Callable, TypeVar
+
+from ._errors import check, closed_error
 from ._ffi import ffi
+
+_H = TypeVar("_H", bound="Handle")
 
 
 class Handle:
@@ -34,11 +38,13 @@ class Handle:
     __slots__ = ("_h", "__weakref__")
 
     #: The C function that drops one reference (tether_resource_release / tether_buffer_release).
-    _release = None
+    _release: Callable[[Any], Any]
 
     def close(self) -> None:
         """Give this object's reference back to the library. Idempotent and thread-safe.
 
+        The one release path: ``__del__`` is this same function, and subclasses
+        that hold more (Buffer's pin) drop it and then call ``Handle.close``.
         Reading and clearing ``_h`` run without a call in between, so the GIL
         cannot switch threads there: of two racing close() calls, one gets the
         handle and releases it, the other sees None.
@@ -51,26 +57,28 @@ class Handle:
             self._h = None
             self._release(h)
 
-    def __del__(self) -> None:
-        try:
-            h = self._h
-        except AttributeError:
-            return
-        if h is not None:
-            self._h = None
-            self._release(h)
+    __del__ = close
 
     @property
     def closed(self) -> bool:
         """True once close() was called."""
         return getattr(self, "_h", None) is None
 
-    def _live(self):
+    def _live(self) -> Any:
         """The cdata handle; raises InvalidHandleError if closed."""
         h = getattr(self, "_h", None)
         if h is None:
             raise closed_error(self)
         return h
+
+    def _check(self, status: int) -> None:
+        """The one status check of a method: raise for a failed status, and say
+        "closed" (InvalidHandleError) when another thread closed this object
+        during the call rather than report the library's stale-handle message."""
+        if status:
+            if getattr(self, "_h", None) is None:
+                raise closed_error(self)
+            check(status)
 
     @property
     def handle(self) -> int:
@@ -81,12 +89,12 @@ class Handle:
         """
         return int(ffi.cast("uintptr_t", self._live()))
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         self._live()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         raise TypeError(f"cannot pickle a {type(self).__name__}: it owns process-local memory")

@@ -8,14 +8,14 @@ from typing import Callable
 from . import _callbacks
 from ._errors import check
 from ._ffi import ffi, lib
-from ._resources import Resource, _alias, create, handle_of, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, register
 
 #: The header line of every log (the columns of each line that follows).
 LOG_HEADER = "time_ns,thread,action,pointer,size,stream,status"
 
 
 @register(lib.TETHER_RESOURCE_KIND_LOGGING)
-class LoggingAdaptor(Resource):
+class LoggingAdaptor(UpstreamAdaptor):
     """Forwards to ``upstream`` (kept alive) and logs every allocate and free
     (``tether_logging_adaptor_create``).
 
@@ -38,11 +38,8 @@ class LoggingAdaptor(Resource):
     def __init__(self, upstream: Resource | None = None, path: str | os.PathLike[str] | None = None,
                  callback: Callable[[str], object] | None = None, *, upstream_mr: Resource | None = None,
                  log_file_name: str | os.PathLike[str] | None = None) -> None:
-        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
         path = _alias(path, log_file_name, "path", "log_file_name")
-        if upstream is None:
-            raise TypeError("LoggingAdaptor() needs an upstream resource")
-        up = handle_of(upstream, "upstream")
+        up = self._upstream_handle(upstream, upstream_mr)
         if path is None and callback is None:
             raise TypeError("LoggingAdaptor() needs a path or a callback (or both)")
         if callback is not None and not callable(callback):

@@ -9,7 +9,7 @@ kind (``Resource.from_handle``), each wrapper holding its own reference.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple, TypeAlias, TypeVar
 
 from ._convert import alignment_value, handle_value, optional_size, parse_size, stream_value
 from ._errors import InvalidHandleError, check, closed_error, stale_handle_error
@@ -21,43 +21,103 @@ _deallocate = lib._tether_py_deallocate
 _last_status = lib._tether_py_last_status
 
 
+def _constants(prefix: str) -> dict[str, int]:
+    """The cdef's integer constants whose names start with ``prefix``, prefix removed."""
+    found = {name[len(prefix):]: getattr(lib, name) for name in dir(lib) if name.startswith(prefix)}
+    return dict(sorted(found.items(), key=lambda item: item[1]))
+
+
 class ResourceKind(enum.IntEnum):
-    """What a resource is (``tether_resource_kind_t``)."""
-    HOST = lib.TETHER_RESOURCE_KIND_HOST
-    POOL = lib.TETHER_RESOURCE_KIND_POOL
-    STATISTICS = lib.TETHER_RESOURCE_KIND_STATISTICS
-    CUDA = lib.TETHER_RESOURCE_KIND_CUDA
-    ASYNC = lib.TETHER_RESOURCE_KIND_ASYNC
-    MANAGED = lib.TETHER_RESOURCE_KIND_MANAGED
-    PINNED_HOST = lib.TETHER_RESOURCE_KIND_PINNED_HOST
-    LOGGING = lib.TETHER_RESOURCE_KIND_LOGGING
-    FAILURE_CALLBACK = lib.TETHER_RESOURCE_KIND_FAILURE_CALLBACK
-    CALLBACK = lib.TETHER_RESOURCE_KIND_CALLBACK
+    """What a resource is (``tether_resource_kind_t``).
+
+    One member per ``TETHER_RESOURCE_KIND_*`` constant of the headers (derived
+    from them, not listed here). A kind this package does not know yet (a
+    newer libtether, a resource made in C) is still an int-compatible
+    ResourceKind, named ``UNKNOWN_<value>``, rather than an error.
+    """
+
+    _ignore_ = ["_name", "_value"]
+    for _name, _value in _constants("TETHER_RESOURCE_KIND_").items():
+        vars()[_name] = _value
+
+    @classmethod
+    def _missing_(cls, value: object) -> "ResourceKind | None":
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        member = int.__new__(cls, value)
+        member._name_ = f"UNKNOWN_{value}"
+        member._value_ = value
+        return cls._value2member_map_.setdefault(value, member)  # type: ignore[return-value]
 
 
-class Statistics(NamedTuple):
-    """Counters of a StatisticsAdaptor (``tether_statistics_t``)."""
-    current_bytes: int
-    peak_bytes: int
-    total_bytes: int
-    current_count: int
-    peak_count: int
-    total_count: int
+def struct_fields(ctype: str) -> tuple[str, ...]:
+    """The field names of a C struct of the cdef, without the leading ``struct_size``."""
+    return tuple(name for name, _ in ffi.typeof(ctype).fields if name != "struct_size")
 
 
-class PoolInfo(NamedTuple):
-    """What a PoolResource holds (``tether_pool_info_t``)."""
-    pool_size: int
-    free_bytes: int
-    largest_free_block: int
-    chunk_count: int
+def struct_tuple(ctype: str) -> type[tuple[Any, ...]]:
+    """A NamedTuple class whose fields are those of the C struct ``ctype`` (in order).
+
+    Subclass it to give it a name and a docstring; ``from_struct(cdata)`` fills
+    it from a struct the library wrote. A field added to the C struct appears
+    in Python with the next build, with no list to edit here.
+    """
+    fields = struct_fields(ctype)
+    base: Any = NamedTuple(f"_{ctype}", [(name, int) for name in fields])  # type: ignore[misc]
+
+    def from_struct(cls: Any, cdata: Any) -> Any:
+        return cls._make(getattr(cdata, name) for name in fields)
+
+    return type(f"_{ctype}_base", (base,), {"__slots__": (), "from_struct": classmethod(from_struct),
+                                            "_ctype": ctype})
+
+
+def query_struct(ctype: str, fn: Callable[[Any, Any], int], owner: Handle) -> Any:
+    """Call a ``tether_*_get_*(handle, ctype* out)`` query of ``owner`` and return the struct
+    (struct_size set first, the status checked through ``owner._check``)."""
+    out = ffi.new(ctype + "*")
+    out.struct_size = ffi.sizeof(ctype)
+    owner._check(fn(owner._live(), out))
+    return out
+
+
+def new_options(ctype: str, init: Callable[[Any, int], int], **sizes: object) -> Any:
+    """A ``ctype`` options struct initialised by the library (``init(&o, sizeof o)``),
+    then each keyword set as a size (None keeps the library's default; ints or
+    strings like "64 MiB"). A keyword that is no field of the struct is a bug here
+    (KeyError), not a user error."""
+    opts = ffi.new(ctype + "*")
+    check(init(opts, ffi.sizeof(ctype)))
+    fields = struct_fields(ctype)
+    for name, value in sizes.items():
+        if name not in fields:
+            raise KeyError(f"{ctype} has no field {name}")
+        if value is not None:
+            setattr(opts, name, optional_size(value, name))
+    return opts
+
+
+class Statistics(struct_tuple("tether_statistics_t")):  # type: ignore[misc]
+    """Counters of a StatisticsAdaptor (``tether_statistics_t``; fields as in the C struct)."""
+
+    __slots__ = ()
+
+
+class PoolInfo(struct_tuple("tether_pool_info_t")):  # type: ignore[misc]
+    """What a PoolResource holds (``tether_pool_info_t``; fields as in the C struct)."""
+
+    __slots__ = ()
 
 
 _CLASSES: dict[int, type] = {}
+_C = TypeVar("_C", bound=type)
+
+#: What a size argument accepts: an int or a string like "64 MiB".
+Size: TypeAlias = "int | str"
 
 
-def _register(kind: int):
-    def deco(cls):
+def _register(kind: int) -> Callable[[_C], _C]:
+    def deco(cls: _C) -> _C:
         _CLASSES[kind] = cls
         return cls
     return deco
@@ -283,13 +343,6 @@ class Resource(Handle):
         return (f"<tether.{type(self).__name__} '{self.name}' {where} "
                 f"handle=0x{int(ffi.cast('uintptr_t', h)):x}>")
 
-    def _check(self, status: int) -> None:
-        if status:
-            if self._h is None:
-                raise closed_error(self)
-            check(status)
-
-
 @_register(lib.TETHER_RESOURCE_KIND_HOST)
 class HostResource(Resource):
     """Aligned host allocations from the C heap. Detects frees of memory it did not allocate."""
@@ -300,8 +353,37 @@ class HostResource(Resource):
         self._init_from(create(lib.tether_host_resource_create))
 
 
+class UpstreamAdaptor(Resource):
+    """Base class of every resource built over an upstream resource (pool, adaptors).
+
+    Subclasses take the upstream as their first argument, ``upstream``, or by
+    RMM's keyword ``upstream_mr``, and turn it into a C handle with
+    ``self._upstream_handle(upstream, upstream_mr)``: the "needs an upstream"
+    and "not both" errors live only there. The resource keeps its upstream
+    alive (the library retains it); ``.upstream`` returns it.
+    """
+
+    __slots__ = ()
+
+    def _upstream_handle(self, upstream: "Resource | None", upstream_mr: "Resource | None") -> Any:
+        """The live handle of the upstream argument (TypeError if missing, doubled or not a resource)."""
+        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
+        if upstream is None:
+            name = type(self).__name__
+            raise TypeError(f"{name}() needs an upstream resource, e.g. {name}(tether.HostResource())")
+        return handle_of(upstream, "upstream")
+
+    @property
+    def upstream(self) -> Resource:
+        """The resource this one draws from (a new wrapper with its own reference)."""
+        up = Resource.upstream.fget(self)  # type: ignore[attr-defined]
+        if up is None:  # pragma: no cover - the library never makes one without an upstream
+            raise InvalidHandleError(f"{type(self).__name__} has no upstream", lib.TETHER_ERROR_INTERNAL)
+        return up  # type: ignore[no-any-return]
+
+
 @_register(lib.TETHER_RESOURCE_KIND_POOL)
-class PoolResource(Resource):
+class PoolResource(UpstreamAdaptor):
     """A coalescing pool over an upstream resource (``tether_pool_resource_create``).
 
     Arguments (sizes are ints or strings like "64 MiB"):
@@ -317,32 +399,24 @@ class PoolResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: Resource | None = None, initial_size=None, maximum_size=None,
-                 growth_size=None, *, upstream_mr: Resource | None = None, initial_pool_size=None,
-                 maximum_pool_size=None) -> None:
-        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
-        initial_size = _alias(initial_size, initial_pool_size, "initial_size", "initial_pool_size")
-        maximum_size = _alias(maximum_size, maximum_pool_size, "maximum_size", "maximum_pool_size")
-        if upstream is None:
-            raise TypeError("PoolResource() needs an upstream resource, e.g. PoolResource(tether.HostResource())")
-        up = handle_of(upstream, "upstream")
-        opts = ffi.new("tether_pool_options_t*")
-        check(lib.tether_pool_options_init(opts, ffi.sizeof("tether_pool_options_t")))
-        opts.initial_size = optional_size(initial_size, "initial_size")
-        opts.maximum_size = optional_size(maximum_size, "maximum_size")
-        opts.growth_size = optional_size(growth_size, "growth_size")
+    def __init__(self, upstream: Resource | None = None, initial_size: Size | None = None,
+                 maximum_size: Size | None = None, growth_size: Size | None = None, *,
+                 upstream_mr: Resource | None = None, initial_pool_size: Size | None = None,
+                 maximum_pool_size: Size | None = None) -> None:
+        up = self._upstream_handle(upstream, upstream_mr)
+        opts = new_options("tether_pool_options_t", lib.tether_pool_options_init,
+                           initial_size=_alias(initial_size, initial_pool_size, "initial_size", "initial_pool_size"),
+                           maximum_size=_alias(maximum_size, maximum_pool_size, "maximum_size", "maximum_pool_size"),
+                           growth_size=growth_size)
         self._init_from(create(lib.tether_pool_resource_create, up, opts))
 
     def pool_info(self) -> PoolInfo:
         """What the pool holds from its upstream now."""
-        out = ffi.new("tether_pool_info_t*")
-        out.struct_size = ffi.sizeof("tether_pool_info_t")
-        self._check(lib.tether_resource_get_pool_info(self._live(), out))
-        return PoolInfo(out.pool_size, out.free_bytes, out.largest_free_block, out.chunk_count)
+        return PoolInfo.from_struct(query_struct("tether_pool_info_t", lib.tether_resource_get_pool_info, self))
 
 
 @_register(lib.TETHER_RESOURCE_KIND_STATISTICS)
-class StatisticsAdaptor(Resource):
+class StatisticsAdaptor(UpstreamAdaptor):
     """Forwards to ``upstream`` (kept alive) and counts bytes and allocations.
 
     RMM spelling of the argument: ``upstream_mr``.
@@ -351,25 +425,22 @@ class StatisticsAdaptor(Resource):
     __slots__ = ()
 
     def __init__(self, upstream: Resource | None = None, *, upstream_mr: Resource | None = None) -> None:
-        upstream = _alias(upstream, upstream_mr, "upstream", "upstream_mr")
-        if upstream is None:
-            raise TypeError("StatisticsAdaptor() needs an upstream resource")
-        self._init_from(create(lib.tether_statistics_adaptor_create, handle_of(upstream, "upstream")))
+        self._init_from(create(lib.tether_statistics_adaptor_create, self._upstream_handle(upstream, upstream_mr)))
 
     def statistics(self) -> Statistics:
         """The counters now (a snapshot)."""
-        out = ffi.new("tether_statistics_t*")
-        out.struct_size = ffi.sizeof("tether_statistics_t")
-        self._check(lib.tether_resource_get_statistics(self._live(), out))
-        return Statistics(out.current_bytes, out.peak_bytes, out.total_bytes,
-                          out.current_count, out.peak_count, out.total_count)
+        return Statistics.from_struct(query_struct("tether_statistics_t", lib.tether_resource_get_statistics, self))
 
     def reset_peak(self) -> None:
         """Reset peak_bytes and peak_count to the current values."""
         self._check(lib.tether_resource_reset_peak_statistics(self._live()))
 
 
-def _alias(value, alias, name: str, alias_name: str):
+_T = TypeVar("_T")
+
+
+def _alias(value: _T | None, alias: _T | None, name: str, alias_name: str) -> _T | None:
+    """The value of an argument that has an RMM alias: either spelling, not both (TypeError)."""
     if alias is None:
         return value
     if value is not None:
@@ -377,6 +448,6 @@ def _alias(value, alias, name: str, alias_name: str):
     return alias
 
 
-def register(kind: int):
-    """Class decorator: wrap handles of ``kind`` in this class (used by the CUDA module)."""
+def register(kind: int) -> Callable[[_C], _C]:
+    """Class decorator: wrap handles of ``kind`` in this class (every resource module uses it)."""
     return _register(kind)

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tether_core/free_check.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 #include "tether_core/statistics.hpp"
@@ -238,6 +239,54 @@ TEST(Frees, OwnersAreCheckedOnTheDependentPathToo) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { host->allocate_for(core::kCaller, 256, 0, 0); }));
   host->deallocate(p, 256, 0, 0);
   EXPECT_EQ(host->outstanding_count(), 0u);
+}
+
+// ---- the one free-time check (free_check.hpp) ----------------------------------
+
+TEST(FreeCheck, PointerTextIsHexWithPrefix) {
+  EXPECT_EQ(core::pointer_text(nullptr), "0x0");
+  EXPECT_EQ(core::pointer_text(std::uintptr_t{0x1000}), "0x1000");
+  EXPECT_EQ(core::pointer_text(reinterpret_cast<void*>(std::uintptr_t{0x7f12a4000000})), "0x7f12a4000000");
+  EXPECT_EQ(core::pointer_text(UINTPTR_MAX), "0xffffffffffffffff");
+}
+
+TEST(FreeCheck, ReportsTheFirstReasonInOrder) {
+  const void* p = reinterpret_cast<void*>(std::uintptr_t{0xabc00});
+  const core::Allocated a{core::kCaller, 1000, 512};
+  EXPECT_TRUE(core::free_matches(a, core::kCaller, 1000, 512));
+  EXPECT_NO_THROW(core::check_free("x", "this x", p, a, core::kCaller, 1000, 512));
+  auto message = [&](core::owner_t by, std::size_t bytes, std::size_t alignment) {
+    EXPECT_FALSE(core::free_matches(a, by, bytes, alignment));
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { core::check_free("x", "this x", p, a, by, bytes, alignment); }));
+    return test::error_message([&] { core::check_free("x", "this x", p, a, by, bytes, alignment); });
+  };
+  // The wrong party wins over a wrong size and alignment.
+  EXPECT_EQ(message(7, 1, 8), "x: pointer 0xabc00 was allocated directly from this x, not through the resource it was "
+                              "freed into; free it into this x");
+  EXPECT_EQ(message(core::kCaller, 999, 8), "x: size mismatch freeing 0xabc00: allocated 1000 bytes, freed with 999 bytes");
+  EXPECT_EQ(message(core::kCaller, 1000, 256),
+            "x: alignment mismatch freeing 0xabc00: allocated with alignment 512, freed with 256");
+  const core::Allocated held{5, 1000, 512};
+  EXPECT_NE(test::error_message([&] { core::check_free("x", "this x", p, held, core::kCaller, 1000, 512); })
+                .find("is held by a resource over this one"),
+            std::string::npos);
+  EXPECT_NE(test::error_message([&] { core::check_free("x", "this x", p, held, 6, 1000, 512); })
+                .find("handed out through another resource over this one"),
+            std::string::npos);
+  EXPECT_EQ(test::error_message([&] { core::throw_not_allocated("x", "this x", p); }),
+            "x: pointer 0xabc00 was not allocated by this x (or was already freed)");
+  // Misuse (a matching free) is a bug, not an argument error.
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INTERNAL,
+                         [&] { core::throw_free_mismatch("x", "this x", p, a, core::kCaller, 1000, 512); }));
+}
+
+TEST(FreeCheck, TheHostResourceUsesTheSharedCheck) {
+  auto host = core::make_host_resource();
+  void* p = host->allocate(1000, 512, 0);
+  const std::string text = core::pointer_text(p);
+  EXPECT_EQ(test::error_message([&] { host->deallocate(p, 999, 512, 0); }),
+            "host: size mismatch freeing " + text + ": allocated 1000 bytes, freed with 999 bytes");
+  host->deallocate(p, 1000, 512, 0);
 }
 
 }  // namespace

@@ -261,3 +261,70 @@ def test_bad_arguments():
             host.allocate(10, alignment=-1)
         with pytest.raises(TypeError):
             host.allocate(None)
+
+
+# ---- lists derived from the library's constants ---------------------------------
+
+def test_resource_kinds_come_from_the_headers():
+    from tether._ffi import lib
+    constants = {name[len("TETHER_RESOURCE_KIND_"):]: getattr(lib, name)
+                 for name in dir(lib) if name.startswith("TETHER_RESOURCE_KIND_")}
+    assert {m.name: m.value for m in ResourceKind} == constants
+    assert [m.value for m in ResourceKind] == sorted(constants.values())
+
+
+def test_an_unknown_kind_is_an_int_compatible_member():
+    kind = ResourceKind(1000)
+    assert isinstance(kind, ResourceKind) and kind == 1000 and kind.name == "UNKNOWN_1000"
+    assert ResourceKind(1000) is kind
+    assert 1000 not in [m.value for m in ResourceKind]  # not added to the iteration
+    with pytest.raises(ValueError):
+        ResourceKind("pool")
+
+
+def test_a_resource_of_an_unknown_kind_wraps_as_the_base_class(monkeypatch):
+    # A resource kind this package has no class for (a newer libtether, a resource made in C).
+    from tether import _resources
+    real = _resources._properties
+
+    def newer_kind(h):
+        props = real(h)
+        props.kind = 1001
+        return props
+
+    monkeypatch.setattr(_resources, "_properties", newer_kind)
+    with tether.HostResource() as host:
+        again = tether.Resource.from_handle(host.handle)
+        assert type(again) is tether.Resource
+        assert again.kind == 1001 and isinstance(again.kind, ResourceKind)
+        assert again.name == "host" and again == host
+        p = again.allocate(64)
+        again.deallocate(p, 64)
+        again.close()
+
+
+def test_info_tuples_have_the_fields_of_the_c_structs():
+    from tether._ffi import ffi
+    for cls, ctype in ((tether.PoolInfo, "tether_pool_info_t"), (tether.Statistics, "tether_statistics_t")):
+        fields = [name for name, _ in ffi.typeof(ctype).fields if name != "struct_size"]
+        assert list(cls._fields) == fields
+        assert issubclass(cls, tuple) and cls(*range(len(fields)))[-1] == len(fields) - 1
+
+
+def test_upstream_adaptor_base():
+    assert issubclass(tether.PoolResource, tether.UpstreamAdaptor)
+    assert issubclass(tether.StatisticsAdaptor, tether.UpstreamAdaptor)
+    assert not issubclass(tether.HostResource, tether.UpstreamAdaptor)
+    with pytest.raises(TypeError, match=r"StatisticsAdaptor\(\) needs an upstream"):
+        tether.StatisticsAdaptor()
+    with pytest.raises(TypeError, match="upstream must be a tether resource"):
+        tether.StatisticsAdaptor("host")
+    with tether.HostResource() as host:
+        with pytest.raises(TypeError, match="either upstream= or upstream_mr="):
+            tether.StatisticsAdaptor(host, upstream_mr=host)
+        host2 = tether.HostResource()
+        host2.close()
+        with pytest.raises(tether.InvalidHandleError):
+            tether.PoolResource(host2)
+        with tether.StatisticsAdaptor(upstream_mr=host) as st:
+            assert st.upstream == host and st.upstream is not host

@@ -54,61 +54,6 @@ typedef struct tether_resource_properties {
 
 #define TETHER_RESOURCE_PROPERTIES_INIT { sizeof(tether_resource_properties_t), 0, 0, 0, 0 }
 
-/** Options of tether_pool_resource_create(). Initialise with TETHER_POOL_OPTIONS_INIT. */
-typedef struct tether_pool_options {
-  uint32_t struct_size;
-  /** Bytes taken from upstream when the pool is created (0: none). */
-  size_t initial_size;
-  /** The pool never holds more than this from upstream (0: no limit). */
-  size_t maximum_size;
-  /** Smallest chunk the pool asks upstream for when it grows (0: the default, 1 MiB). */
-  size_t growth_size;
-} tether_pool_options_t;
-
-#define TETHER_POOL_OPTIONS_INIT { sizeof(tether_pool_options_t), 0, 0, 0 }
-
-/**
- * Set *options to the defaults. struct_size is the caller's sizeof, so a program
- * built against older headers keeps working.
- * Returns TETHER_ERROR_INVALID_ARGUMENT for NULL, TETHER_ERROR_VERSION_MISMATCH if
- * struct_size is smaller than the first published layout.
- */
-TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size);
-
-/** Counters kept by a statistics adaptor. Initialise struct_size (TETHER_STATISTICS_INIT). */
-typedef struct tether_statistics {
-  uint32_t struct_size;
-  /** Bytes allocated and not yet freed. */
-  uint64_t current_bytes;
-  /** Highest value current_bytes has had. */
-  uint64_t peak_bytes;
-  /** Bytes ever allocated. */
-  uint64_t total_bytes;
-  /** Allocations not yet freed. */
-  uint64_t current_count;
-  /** Highest value current_count has had. */
-  uint64_t peak_count;
-  /** Allocations ever made. */
-  uint64_t total_count;
-} tether_statistics_t;
-
-#define TETHER_STATISTICS_INIT { sizeof(tether_statistics_t), 0, 0, 0, 0, 0, 0 }
-
-/** What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT). */
-typedef struct tether_pool_info {
-  uint32_t struct_size;
-  /** Bytes the pool holds from its upstream. */
-  uint64_t pool_size;
-  /** Bytes of pool_size not allocated to anyone. */
-  uint64_t free_bytes;
-  /** The largest block that could be handed out without growing. */
-  uint64_t largest_free_block;
-  /** Chunks held from upstream. */
-  uint64_t chunk_count;
-} tether_pool_info_t;
-
-#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0 }
-
 /* ---- creation ------------------------------------------------------------ */
 
 /**
@@ -116,30 +61,6 @@ typedef struct tether_pool_info {
  * out: receives +1. It detects frees of memory that it did not allocate.
  */
 TETHER_API tether_status_t tether_host_resource_create(tether_resource_t** out);
-
-/**
- * A coalescing pool over `upstream` (not taken: the pool retains it itself).
- * options may be NULL for the defaults. Allocations are carved from chunks
- * obtained from upstream; tether_resource_trim() gives wholly free chunks back.
- * When upstream is a CUDA resource the pool is stream-ordered: a block freed on
- * stream A is reused on A at once; another stream gets it only when its own
- * blocks and growing cannot serve it, and then only after waiting for all work
- * on the device (A may have been destroyed meanwhile: its handle is never used
- * again). trim() and the pool's destruction wait for the device the same way.
- * Errors: INVALID_ARGUMENT if initial_size > maximum_size; OUT_OF_MEMORY if
- * initial_size cannot be obtained. out: receives +1.
- */
-TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
-                                                       const tether_pool_options_t* options,
-                                                       tether_resource_t** out);
-
-/**
- * An adaptor that forwards to `upstream` (retained by the adaptor) and counts
- * bytes and allocations; read them with tether_resource_get_statistics().
- * out: receives +1.
- */
-TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
-                                                            tether_resource_t** out);
 
 /* ---- refcounting --------------------------------------------------------- */
 
@@ -209,17 +130,6 @@ TETHER_API tether_status_t tether_resource_get_upstream(tether_resource_t* resou
  */
 TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether_resource_t* b,
                                                     int* out);
-
-/** Counters of a statistics adaptor; NOT_SUPPORTED for other resources. */
-TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
-                                                          tether_statistics_t* out);
-
-/** Reset peak_bytes / peak_count of a statistics adaptor to the current values. */
-TETHER_API tether_status_t tether_resource_reset_peak_statistics(tether_resource_t* resource);
-
-/** What a pool holds; NOT_SUPPORTED for other resources. */
-TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
-                                                         tether_pool_info_t* out);
 
 /**
  * Give memory the resource holds but does not use back to its upstream (a pool

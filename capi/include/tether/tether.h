@@ -13,6 +13,8 @@
 #include "tether/error.h"
 #include "tether/version.h"
 #include "tether/resource.h"
+#include "tether/pool.h"
+#include "tether/statistics.h"
 #include "tether/buffer.h"
 #include "tether/current.h"
 #include "tether/cuda.h"

@@ -37,7 +37,8 @@ inline std::string gpu_skip_reason() {
 inline void device_fill(void* p, unsigned char byte, std::size_t n, core::stream_t stream = 0) {
   const dd::Driver& d = dd::driver();
   dd::ScopedContext ctx(0);
-  dd::check(d.MemsetD8Async(dd::as_dptr(p), byte, n, dd::as_stream(stream)), "cuMemsetD8Async", 0);
+  dd::check(dd::test_entry_point(d.MemsetD8Async, "cuMemsetD8Async")(dd::as_dptr(p), byte, n, dd::as_stream(stream)),
+            "cuMemsetD8Async", 0);
   dd::check(d.StreamSynchronize(dd::as_stream(stream)), "cuStreamSynchronize", 0);
 }
 inline void device_read(void* host, const void* p, std::size_t n, core::stream_t stream = 0) {
@@ -58,13 +59,14 @@ class Stream {
   Stream() {
     dd::ScopedContext ctx(0);
     CUstream s = nullptr;
-    dd::check(dd::driver().StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate", 0);
+    dd::check(dd::test_entry_point(dd::driver().StreamCreate, "cuStreamCreate")(&s, CU_STREAM_NON_BLOCKING),
+              "cuStreamCreate", 0);
     s_ = s;
   }
   ~Stream() {
     dd::ScopedContext ctx(0);
     (void)dd::driver().StreamSynchronize(s_);
-    (void)dd::driver().StreamDestroy(s_);
+    if (dd::driver().StreamDestroy != nullptr) (void)dd::driver().StreamDestroy(s_);
   }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -73,7 +75,7 @@ class Stream {
   // CUDA_SUCCESS when all its work is done, CUDA_ERROR_NOT_READY while some is pending.
   CUresult query() const {
     dd::ScopedContext ctx(0);
-    return dd::driver().StreamQuery(s_);
+    return dd::test_entry_point(dd::driver().StreamQuery, "cuStreamQuery")(s_);
   }
   void synchronize() const { cu::stream_synchronize(0, value()); }
 
@@ -92,7 +94,8 @@ class Gate {
   Gate& operator=(const Gate&) = delete;
   void block(const Stream& s) {
     dd::ScopedContext ctx(0);
-    dd::check(dd::driver().LaunchHostFunc(s.get(), &Gate::wait, this), "cuLaunchHostFunc", 0);
+    dd::check(dd::test_entry_point(dd::driver().LaunchHostFunc, "cuLaunchHostFunc")(s.get(), &Gate::wait, this),
+              "cuLaunchHostFunc", 0);
   }
   void open() noexcept { open_.store(true, std::memory_order_release); }
 
@@ -107,7 +110,8 @@ class Gate {
 // Enqueue a memset on a stream (asynchronous).
 inline void fill_async(void* p, unsigned char byte, std::size_t n, const Stream& s) {
   dd::ScopedContext ctx(0);
-  dd::check(dd::driver().MemsetD8Async(dd::as_dptr(p), byte, n, s.get()), "cuMemsetD8Async", 0);
+  dd::check(dd::test_entry_point(dd::driver().MemsetD8Async, "cuMemsetD8Async")(dd::as_dptr(p), byte, n, s.get()),
+            "cuMemsetD8Async", 0);
 }
 
 // True if all n bytes at device pointer p hold `byte` (read on `stream`).

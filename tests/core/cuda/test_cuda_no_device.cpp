@@ -8,9 +8,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cuda_driver.hpp"
 #include "tether_core/cuda.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
@@ -105,6 +107,97 @@ TEST_F(NoDevice, HostResourcesKeepWorking) {
   std::size_t i = 0;
   for (std::size_t size : {1u, 100u, 4096u, 1u << 20}) pool->deallocate(ps[i++], size, 0, 0);
   EXPECT_EQ(pool->outstanding_count(), 0u);
+}
+
+// ---- the loader, fed a fake driver (no GPU needed) ----------------------------
+
+namespace dd = tether::core::cuda::detail;
+
+// A cuGetProcAddress_v2 that provides every function except those in `missing`,
+// each at a distinct fake address, and records what it was asked for.
+struct FakeDriver {
+  static inline std::set<std::string> missing;
+  static inline std::vector<std::string> asked;
+  static inline char addresses[256];
+  static CUresult get_proc_address(const char* name, void** fn, int version, cuuint64_t flags,
+                                   CUdriverProcAddressQueryResult* status) {
+    EXPECT_EQ(version, dd::kMinimumDriverVersion);
+    EXPECT_EQ(flags, static_cast<cuuint64_t>(CU_GET_PROC_ADDRESS_LEGACY_STREAM));
+    asked.emplace_back(name);
+    if (missing.count(name) != 0) {
+      *fn = nullptr;
+      *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      return CUDA_ERROR_NOT_FOUND;
+    }
+    *fn = &addresses[asked.size() % sizeof addresses];
+    *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
+};
+
+std::vector<std::string> library_entry_points() {
+  std::vector<std::string> out;
+#define TETHER_NAME(name, params) out.push_back("cu" #name);
+  TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_NAME)
+#undef TETHER_NAME
+  return out;
+}
+
+std::vector<std::string> test_entry_points() {
+  std::vector<std::string> out;
+#define TETHER_NAME(name, params) out.push_back("cu" #name);
+  TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_NAME)
+#undef TETHER_NAME
+  return out;
+}
+
+TEST(CudaLoader, ResolvesEveryListedEntryPointOnce) {
+  FakeDriver::missing.clear();
+  FakeDriver::asked.clear();
+  dd::Driver d;
+  std::string why;
+  ASSERT_TRUE(dd::resolve_all(&FakeDriver::get_proc_address, d, why)) << why;
+  std::vector<std::string> want = library_entry_points();
+  for (const auto& n : test_entry_points()) want.push_back(n);
+  EXPECT_EQ(FakeDriver::asked, want);
+  EXPECT_EQ(std::set<std::string>(want.begin(), want.end()).size(), want.size()) << "a name is listed twice";
+  EXPECT_NE(d.MemAlloc, nullptr);
+  EXPECT_NE(d.StreamWaitEvent, nullptr);
+  EXPECT_NE(d.StreamCreate, nullptr);
+  EXPECT_NE(d.LaunchHostFunc, nullptr);
+}
+
+TEST(CudaLoader, AMissingTestOnlyEntryPointDoesNotFailTheLoad) {
+  for (const std::string& name : test_entry_points()) {
+    FakeDriver::missing = {name};
+    FakeDriver::asked.clear();
+    dd::Driver d;
+    std::string why;
+    EXPECT_TRUE(dd::resolve_all(&FakeDriver::get_proc_address, d, why)) << name << ": " << why;
+    EXPECT_TRUE(why.empty());
+    EXPECT_NE(d.MemAlloc, nullptr);  // the library's entry points are all there
+  }
+  FakeDriver::missing = {"cuStreamCreate", "cuLaunchHostFunc"};
+  dd::Driver d;
+  std::string why;
+  ASSERT_TRUE(dd::resolve_all(&FakeDriver::get_proc_address, d, why));
+  EXPECT_EQ(d.StreamCreate, nullptr);
+  EXPECT_EQ(d.LaunchHostFunc, nullptr);
+  EXPECT_NE(d.StreamDestroy, nullptr);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { dd::test_entry_point(d.StreamCreate, "cuStreamCreate"); }));
+  EXPECT_NE(error_message([&] { dd::test_entry_point(d.StreamCreate, "cuStreamCreate"); }).find("cuStreamCreate"),
+            std::string::npos);
+}
+
+TEST(CudaLoader, AMissingLibraryEntryPointFailsTheLoadNamingIt) {
+  for (const std::string& name : library_entry_points()) {
+    FakeDriver::missing = {name};
+    dd::Driver d;
+    std::string why;
+    EXPECT_FALSE(dd::resolve_all(&FakeDriver::get_proc_address, d, why)) << name;
+    EXPECT_EQ(why, "CUDA driver is unusable: it does not provide " + name + " (cuGetProcAddress)");
+  }
+  FakeDriver::missing.clear();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// tether/cpp/callback.hpp - C++ factories of callback resources (tether/callback.h).
-// Included by tether/tether.hpp; include that header, not this one.
+// tether/cpp/callback.hpp - callback_resource() (tether/callback.h).
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_CALLBACK_HPP
 #define TETHER_CPP_CALLBACK_HPP
 
@@ -8,7 +9,8 @@
 #include <new>
 #include <string>
 
-#include "tether/tether.hpp"
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 

@@ -1,12 +1,14 @@
-// tether/cpp/failure_callback.hpp - C++ factory of failure-callback adaptors
-// (tether/failure_callback.h). Included by tether/tether.hpp.
+// tether/cpp/failure_callback.hpp - failure_callback_adaptor() (tether/failure_callback.h).
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_FAILURE_CALLBACK_HPP
 #define TETHER_CPP_FAILURE_CALLBACK_HPP
 
 #include <functional>
 #include <memory>
 
-#include "tether/tether.hpp"
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 

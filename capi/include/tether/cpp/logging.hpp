@@ -1,5 +1,6 @@
-// tether/cpp/logging.hpp - C++ factories of logging adaptors (tether/logging.h).
-// Included by tether/tether.hpp; include that header, not this one.
+// tether/cpp/logging.hpp - logging_adaptor() and flush_log() (tether/logging.h).
+// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
+// includes what it needs, so it also compiles alone).
 #ifndef TETHER_CPP_LOGGING_HPP
 #define TETHER_CPP_LOGGING_HPP
 
@@ -8,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "tether/tether.hpp"
+#include "tether/cpp/resource.hpp"
+#include "tether/tether.h"
 
 namespace tether {
 

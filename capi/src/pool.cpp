@@ -1,0 +1,49 @@
+// C glue of tether/pool.h: options, creation and pool_info of the pool resource.
+#include "internal.hpp"
+#include "tether_core/pool.hpp"
+
+namespace {
+const tether_pool_options_t kPoolDefaults = TETHER_POOL_OPTIONS_INIT;
+}  // namespace
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size) {
+  return guard("tether_pool_options_init",
+               [&] { init_options(options, struct_size, kPoolDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
+                                                       const tether_pool_options_t* options,
+                                                       tether_resource_t** out) {
+  return guard("tether_pool_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const tether_pool_options_t o = read_options(options, kPoolDefaults, "options");
+    core::PoolOptions po;
+    po.initial_size = o.initial_size;
+    po.maximum_size = o.maximum_size;
+    po.growth_size = o.growth_size;
+    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream);
+  });
+}
+
+TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
+                                                         tether_pool_info_t* out) {
+  return guard("tether_resource_get_pool_info", [&] {
+    ResourceRef r(resource);
+    const core::PoolInfo i = core::pool_info(*r->core);
+    tether_pool_info_t c = TETHER_POOL_INFO_INIT;
+    c.pool_size = i.pool_size;
+    c.free_bytes = i.free_bytes;
+    c.largest_free_block = i.largest_free_block;
+    c.chunk_count = i.chunk_count;
+    write_info(out, c, "out");
+  });
+}
+
+}  // extern "C"
