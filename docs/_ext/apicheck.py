@@ -20,6 +20,9 @@ pages are read, warns about
   ``tether.cupy``, ``tether.numba`` ...; their classes' own public members
   too, not what they inherit from the other library).
 
+It also warns when the umbrella headers miss a module: tether/tether.h must
+include every tether/*.h, tether/tether.hpp every tether/cpp/*.hpp.
+
 Every page counts: the reference pages (c_api, cpp_api, python_api) and the
 per-type pages under docs/resources/ alike, so a resource type may document
 its API on its own page.
@@ -339,9 +342,23 @@ def check(app, env) -> None:
                     full = ".".join(x for x in (sig.get("module"), sig.get("fullname")) if x)
                     doc_py[full] = (objtype, docname, sig)
 
+    _check_umbrellas(root)
     _check_c(c, cpp, doc_c)
     _check_cpp(cpp, doc_cpp)
     _check_py(py, doc_py)
+
+
+def _check_umbrellas(root: str) -> None:
+    """tether/tether.h includes every tether/*.h, and tether/tether.hpp every tether/cpp/*.hpp:
+    a module left out of its umbrella would be missing for users (and from the Python cdef)."""
+    inc = os.path.join(root, "capi", "include", "tether")
+    for umbrella, pattern, prefix in (("tether.h", "*.h", "tether/"), ("tether.hpp", os.path.join("cpp", "*.hpp"), "tether/cpp/")):
+        with open(os.path.join(inc, umbrella), encoding="utf-8") as f:
+            included = set(re.findall(r'^\s*#\s*include\s*"([^"]+)"', _strip_c_comments(f.read()), flags=re.M))
+        for path in sorted(glob.glob(os.path.join(inc, pattern))):
+            name = prefix + os.path.basename(path)
+            if os.path.basename(path) != umbrella and name not in included:
+                logger.warning(f"apicheck: tether/{umbrella} does not include {name}", type="apicheck")
 
 
 def _check_c(c: CHeaders, cpp: CppHeader, doc: dict) -> None:

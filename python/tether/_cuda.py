@@ -7,10 +7,10 @@ False instead), and host-side resources keep working.
 
 from __future__ import annotations
 
-from ._convert import device_value, optional_size, stream_value
+from ._convert import device_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
-from ._resources import Resource, create, register
+from ._resources import Resource, create, new_options, register
 
 
 def cuda_device_count() -> int:
@@ -80,12 +80,10 @@ class AsyncResource(Resource):
 
     def __init__(self, device: int | None = None, initial_pool_size=None, release_threshold=None,
                  maximum_pool_size=None, use_default_pool: bool = False, ipc_handle_type=None) -> None:
-        opts = ffi.new("tether_async_options_t*")
-        check(lib.tether_async_options_init(opts, ffi.sizeof("tether_async_options_t")))
+        opts = new_options("tether_async_options_t", lib.tether_async_options_init,
+                           initial_pool_size=initial_pool_size, release_threshold=release_threshold,
+                           maximum_pool_size=maximum_pool_size)
         opts.use_default_pool = 1 if use_default_pool else 0
-        opts.initial_pool_size = optional_size(initial_pool_size, "initial_pool_size")
-        opts.release_threshold = optional_size(release_threshold, "release_threshold")
-        opts.maximum_pool_size = optional_size(maximum_pool_size, "maximum_pool_size")
         if isinstance(ipc_handle_type, int) and not isinstance(ipc_handle_type, bool):
             if ipc_handle_type not in _IPC.values():
                 raise ValueError(f"ipc_handle_type {ipc_handle_type} is not a TETHER_IPC_HANDLE_* value")

@@ -60,7 +60,9 @@ def struct_tuple(ctype: str) -> type[tuple[Any, ...]]:
 
     Subclass it to give it a name and a docstring; ``from_struct(cdata)`` fills
     it from a struct the library wrote. A field added to the C struct appears
-    in Python with the next build, with no list to edit here.
+    in Python with the next build, with no list to edit here. Integer fields
+    arrive as ints; a pointer or string field arrives as cdata, so a subclass
+    with such fields overrides ``from_struct`` to convert them.
     """
     fields = struct_fields(ctype)
     base: Any = NamedTuple(f"_{ctype}", [(name, int) for name in fields])  # type: ignore[misc]

@@ -24,6 +24,20 @@ FACTORIES = {
 }
 
 
+# Kinds that need a CUDA device: their factories live in the GPU suites.
+CUDA_ONLY_KINDS = {"CUDA", "ASYNC", "MANAGED", "PINNED_HOST", "PREFETCH"}
+
+
+def test_every_host_capable_kind_has_a_conformance_factory():
+    # A new resource type that forgets its line in FACTORIES fails here instead of going untested.
+    covered = set()
+    for make in FACTORIES.values():
+        with make() as r:
+            covered.add(r.kind)
+    missing = [k.name for k in ResourceKind if k.name not in CUDA_ONLY_KINDS and k not in covered]
+    assert not missing, f"add a factory to FACTORIES for the kinds {missing}"
+
+
 @pytest.fixture(params=sorted(FACTORIES))
 def resource(request):
     r = FACTORIES[request.param]()
