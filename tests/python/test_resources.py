@@ -13,6 +13,22 @@ import tether
 from tether import ResourceKind
 
 # name -> factory returning (resource, [other objects to close])
+def _python_heap() -> tether.CallbackResource:
+    """A CallbackResource written in Python: ctypes buffers, aligned by offsetting."""
+    live: dict = {}
+
+    def allocate(size: int, alignment: int, stream: int) -> int:
+        b = ctypes.create_string_buffer(size + alignment)
+        p = (ctypes.addressof(b) + alignment - 1) // alignment * alignment
+        live[p] = b
+        return p
+
+    def deallocate(ptr: int, size: int, alignment: int, stream: int) -> None:
+        del live[ptr]
+
+    return tether.CallbackResource(allocate, deallocate)
+
+
 FACTORIES = {
     "host": lambda: tether.HostResource(),
     "pool": lambda: tether.PoolResource(tether.HostResource()),
@@ -21,6 +37,10 @@ FACTORIES = {
     "statistics(host)": lambda: tether.StatisticsAdaptor(tether.HostResource()),
     "statistics(pool)": lambda: tether.StatisticsAdaptor(tether.PoolResource(tether.HostResource())),
     "pool(statistics(host))": lambda: tether.PoolResource(tether.StatisticsAdaptor(tether.HostResource())),
+    "callback(python)": _python_heap,
+    "pool(callback(python))": lambda: tether.PoolResource(_python_heap()),
+    "logging(host)": lambda: tether.LoggingAdaptor(tether.HostResource(), callback=lambda line: None),
+    "failure_callback(host)": lambda: tether.FailureCallbackAdaptor(tether.HostResource(), lambda size: False),
 }
 
 
