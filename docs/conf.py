@@ -81,3 +81,6 @@ nitpick_ignore = [
                  "NotImplementedError", "enum.IntEnum", "typing.NamedTuple", "BufferError",
                  "TypeError")
 ]
+
+# C types in the signatures of the callback types' C++ factories (docs/resources/callback.rst).
+nitpick_ignore += [("cpp:identifier", "tether_callback_vtable_t")]

@@ -169,8 +169,9 @@ def generate(include_dir: str | Path) -> str:
 
 
 def declared_functions(cdef: str) -> set[str]:
-    """Names of the tether_* functions the cdef declares."""
-    return set(re.findall(r"\b(tether_\w+)\s*\(", _strip_comments(cdef)))
+    """Names of the tether_* functions the cdef declares (not the return type of a
+    function-pointer member or typedef: ``tether_status_t (*allocate)(...)``)."""
+    return set(re.findall(r"\b(tether_\w+)\s*\((?!\s*\*)", _strip_comments(cdef)))
 
 
 def main(argv: list[str] | None = None) -> int:

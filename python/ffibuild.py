@@ -2,7 +2,9 @@
 
 Run by python/CMakeLists.txt at build time; never shipped in the wheel.
 The cdef comes from the public headers (cdefgen.py) plus the declarations of
-the extension's own helpers (src/tether_py.h, compiled from src/tether_py.c).
+the extension's own helpers (src/tether_py.h, compiled from src/tether_py.c)
+and of the Python functions C calls back (src/tether_py_callbacks.h, wrapped
+in ``extern "Python+C"`` here).
 
 Usage: python ffibuild.py INCLUDE_DIR --c-output _tether.c --cdef-output _cdef.h
 """
@@ -20,6 +22,10 @@ sys.path.insert(0, str(HERE))
 import cdefgen  # noqa: E402
 
 HELPERS = HERE / "src" / "tether_py.h"
+# Python functions that C calls (@ffi.def_extern in tether/_callbacks.py).
+# "Python+C": cffi defines them as C functions tether_py.c can call (its
+# trampolines check the interpreter is still there first).
+CALLBACKS = HERE / "src" / "tether_py_callbacks.h"
 
 
 def make_ffi(include_dir: str | Path) -> tuple[cffi.FFI, str]:
@@ -28,6 +34,7 @@ def make_ffi(include_dir: str | Path) -> tuple[cffi.FFI, str]:
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     ffi.cdef(HELPERS.read_text(encoding="utf-8"))
+    ffi.cdef('extern "Python+C" {\n' + CALLBACKS.read_text(encoding="utf-8") + '\n}')
     # cffi releases the GIL around every call in API mode; that is intended:
     # every tether call is thread-safe and may block (CUDA, pool growth).
     ffi.set_source("tether._tether", '#include "tether/tether.h"\n#include "tether_py.h"\n')

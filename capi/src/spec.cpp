@@ -62,6 +62,10 @@ const Field kFixedSizeFields[] = {
     TETHER_SPEC_FIELD(tether_fixed_size_options_t, blocks_to_preallocate, Count, nullptr),
 };
 
+const Field kLoggingFields[] = {
+    TETHER_SPEC_FIELD(tether_logging_options_t, path, String, "log_file_name"),
+};
+
 const tether_pool_options_t kPoolInit = TETHER_POOL_OPTIONS_INIT;
 const tether_async_options_t kAsyncInit = TETHER_ASYNC_OPTIONS_INIT;
 
@@ -123,6 +127,9 @@ const Type kTypes[] = {
     TETHER_SPEC_UPSTREAM_TYPE("aligned", tether_aligned_options_t, TETHER_ALIGNED_OPTIONS_INIT, kAlignedFields,
                               tether_aligned_adaptor_create),
     TETHER_SPEC_PLAIN_ADAPTOR("prefetch", tether_prefetch_adaptor_create),
+    // A log file only: a callback cannot be named in a spec.
+    TETHER_SPEC_UPSTREAM_TYPE("logging", tether_logging_options_t, TETHER_LOGGING_OPTIONS_INIT, kLoggingFields,
+                              tether_logging_adaptor_create),
 };
 
 std::string known_types() {
@@ -491,6 +498,11 @@ HandleRef build(const Node& n, const Context& ctx) {
         std::memcpy(field, &v, sizeof v);
         break;
       }
+      case Kind::String: {
+        const char* text = a->value.text.c_str();  // the AST outlives the create call, which copies it
+        std::memcpy(field, &text, sizeof text);
+        break;
+      }
       case Kind::Resource: {
         nested.push_back(build_value(a->value, ctx));
         tether_resource_t* h = nested.back().get();
@@ -578,6 +590,12 @@ std::string format_options(const Type& type, const void* options) {
         tether_resource_t* h = nullptr;
         std::memcpy(&h, o + f.offset, sizeof h);
         if (h != nullptr) v = describe(h, 1);
+        break;
+      }
+      case Kind::String: {
+        const char* text = nullptr;
+        std::memcpy(&text, o + f.offset, sizeof text);
+        if (text != nullptr) v = "'" + std::string(text) + "'";
         break;
       }
       case Kind::U32: {

@@ -13,7 +13,8 @@ namespace tether::capi::spec {
 // Size: bytes ("64MiB", "80%"); Count: a plain number of things (size_t); U32/I32;
 // Bool (int32 0/1); Resource: a tether_resource_t* field (a nested resource, borrowed
 // by the create call).
-enum class Kind { Size, Count, U32, I32, Bool, Resource };
+// String: a const char* field (the create call copies it).
+enum class Kind { Size, Count, U32, I32, Bool, Resource, String };
 
 // One parameter: a field of the type's options struct.
 struct Field {

@@ -86,10 +86,15 @@ class CHeaders:
             kind, tag, body, name = m.groups()
             self.types.add(name)
             if kind == "struct":
-                self.structs[tag] = re.findall(r"(\w+)\s*;", body)
+                # A member's name is its last word, or (function pointers) the one in "(*name)".
+                self.structs[tag] = [fp.group(1) if (fp := re.search(r"\(\s*\*\s*(\w+)\s*\)", decl))
+                                     else re.findall(r"\w+", decl)[-1]
+                                     for decl in body.split(";") if re.search(r"\w", decl)]
             else:
                 self.enums[tag] = {e: int(v) for e, v in re.findall(r"(TETHER_\w+)\s*=\s*(\d+)", body)}
         for m in re.finditer(r"typedef\s+[^;{}]*?\b(tether_\w+_t)\s*;", text):
+            self.types.add(m.group(1))
+        for m in re.finditer(r"typedef\s+[^;{}()]*\(\s*\*\s*(tether_\w+_t)\s*\)", text):  # function pointer types
             self.types.add(m.group(1))
 
 

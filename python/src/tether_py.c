@@ -197,3 +197,101 @@ const char* _tether_py_library_path(void) {
   if (dladdr((void*)&tether_abi_version, &info) == 0 || info.dli_fname == NULL) return "";
   return info.dli_fname;
 }
+
+/* ---- callbacks into Python ------------------------------------------------ */
+
+#include <stdatomic.h>
+
+#include "tether_py_callbacks.h"
+
+#include <time.h>
+
+/* Shutdown. Python-created and foreign threads alike may be inside a
+   callback, or waiting for the GIL to enter one, when the interpreter exits;
+   once finalization has begun, a thread that asks for the GIL is made to
+   exit (pthread_exit), which would unwind through libtether's noexcept
+   frames and abort the process. So every entry counts itself in g_in_flight
+   before it looks at g_python_gone, and the atexit handler - still before
+   finalization - raises g_python_gone and then waits, with the GIL released
+   (cffi releases it around the call), until no thread is inside: they finish
+   their callback; later arrivals see the flag and stay out of Python. */
+static atomic_int g_python_gone = 0;
+static atomic_long g_in_flight = 0;
+static _Thread_local tether_status_t t_callback_status = TETHER_ERROR_INTERNAL;
+
+/* Enter: 1 if Python may be called (then leave() afterwards), 0 if not. */
+static int enter(void) {
+  atomic_fetch_add(&g_in_flight, 1);
+  if (atomic_load(&g_python_gone) || !Py_IsInitialized()) {
+    atomic_fetch_sub(&g_in_flight, 1);
+    return 0;
+  }
+  return 1;
+}
+
+static void leave(void) { atomic_fetch_sub(&g_in_flight, 1); }
+
+void _tether_py_callbacks_shutdown(void) {
+  /* Give callbacks under way up to 5 s to finish (a callback that never
+     returns must not hang the exit forever). */
+  struct timespec ms = {0, 1000000};
+  int i;
+  atomic_store(&g_python_gone, 1);
+  for (i = 0; i < 5000 && atomic_load(&g_in_flight) > 0; ++i) nanosleep(&ms, NULL);
+}
+
+void _tether_py_callback_failed(tether_status_t status, const char* message) {
+  t_callback_status = status;
+  tether_callback_set_error(status, message);
+}
+
+/* The status of a Python function that may have raised (0x7FFF: see t_callback_status). */
+static tether_status_t python_status(tether_status_t s) {
+  if ((unsigned)s == 0x7FFFu) {
+    s = t_callback_status;
+    t_callback_status = TETHER_ERROR_INTERNAL;
+  }
+  return s;
+}
+
+static tether_status_t shutting_down(void) {
+  return tether_callback_set_error(TETHER_ERROR_SHUTTING_DOWN, "the Python interpreter is shutting down");
+}
+
+tether_status_t _tether_py_cb_allocate(void* context, size_t size, size_t alignment, tether_stream_t stream,
+                                       void** out) {
+  tether_status_t s;
+  if (!enter()) return shutting_down();
+  s = python_status(_tether_py_on_allocate(context, size, alignment, stream, out));
+  leave();
+  return s;
+}
+
+tether_status_t _tether_py_cb_deallocate(void* context, void* ptr, size_t size, size_t alignment,
+                                         tether_stream_t stream) {
+  tether_status_t s;
+  if (!enter()) return shutting_down();
+  s = python_status(_tether_py_on_deallocate(context, ptr, size, alignment, stream));
+  leave();
+  return s;
+}
+
+void _tether_py_cb_destroy(void* context) {
+  if (!enter()) return;
+  _tether_py_on_destroy(context);
+  leave();
+}
+
+void _tether_py_cb_log(const char* line, size_t length, void* user) {
+  if (!enter()) return;
+  _tether_py_on_log(line, length, user);
+  leave();
+}
+
+int _tether_py_cb_failure(size_t size, void* user) {
+  int retry;
+  if (!enter()) return 0;
+  retry = _tether_py_on_failure(size, user);
+  leave();
+  return retry;
+}

@@ -55,3 +55,30 @@ void _tether_py_release_view(tether_buffer_t* buffer, void* data);
 
 /* The file libtether was loaded from (dladdr of a tether symbol); "" if unknown. */
 const char* _tether_py_library_path(void);
+
+/* ---- callbacks into Python (see tether_py_callbacks.h) ----------------------
+   The function pointers Python hands to the C ABI. Each checks that the
+   interpreter is not shutting down, then calls the Python function of the
+   same name in tether_py_callbacks.h (_tether_py_on_*). After
+   _tether_py_callbacks_shutdown() they never enter Python: allocate and
+   deallocate return TETHER_ERROR_SHUTTING_DOWN, log lines are dropped, a
+   failure callback declines to retry, destroy forgets nothing (the registry
+   dies with the interpreter). */
+tether_status_t _tether_py_cb_allocate(void* context, size_t size, size_t alignment, tether_stream_t stream,
+                                       void** out);
+tether_status_t _tether_py_cb_deallocate(void* context, void* ptr, size_t size, size_t alignment,
+                                         tether_stream_t stream);
+void _tether_py_cb_destroy(void* context);
+void _tether_py_cb_log(const char* line, size_t length, void* user);
+int _tether_py_cb_failure(size_t size, void* user);
+
+/* Called by Python code of a callback that raised: record `message` as the
+   callback's reason (tether_callback_set_error) and `status` as the status the
+   trampoline returns when the Python function reports the sentinel 0x7FFF. */
+void _tether_py_callback_failed(tether_status_t status, const char* message);
+
+/* From an atexit handler (with the GIL released): Python is going away. Stops
+   the trampolines from entering Python and waits (up to 5 s) for callbacks
+   already under way on other threads to finish, so no thread asks for the GIL
+   once finalization has begun. */
+void _tether_py_callbacks_shutdown(void);

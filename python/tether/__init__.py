@@ -39,6 +39,9 @@ from ._current import (get_current_resource, is_current_resource_locked, lock_cu
                        set_current_resource_if_unset, using)
 from . import debug
 from . import statistics
+from ._callback import CallbackResource
+from ._logging import LOG_HEADER, LoggingAdaptor
+from ._failure_callback import FailureCallbackAdaptor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -89,4 +92,5 @@ __all__ = [
     "is_current_resource_locked",
     "debug",
     "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
+    "CallbackResource", "LoggingAdaptor", "LOG_HEADER", "FailureCallbackAdaptor",
 ]

@@ -10,6 +10,10 @@ HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
     "binning_host": Factory(lambda: over(tether.BinningResource, host(), bins=(8, 16), blocks_to_preallocate=4)),
     "fixed_size_host": Factory(lambda: over(tether.FixedSizeResource, host(), block_size="8 MiB",
                                             blocks_to_preallocate=4), capacity=8 * MiB),
+    "callback_python": Factory(python_heap),
+    "pool_callback_python": Factory(lambda: pool(python_heap())),
+    "logging_host": Factory(lambda: over(tether.LoggingAdaptor, host(), callback=lambda line: None)),
+    "failure_callback_host": Factory(lambda: over(tether.FailureCallbackAdaptor, host(), callback=lambda size: False)),
     "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="64 MiB"),
                              capacity=64 * MiB),
 
@@ -47,6 +51,22 @@ def over(cls: Callable[..., tether.Resource], upstream: tether.Resource, **optio
         return cls(upstream, **options)
     finally:
         upstream.close()
+
+
+def python_heap() -> tether.Resource:
+    """A CallbackResource written in Python: ctypes buffers, aligned by offsetting."""
+    live: dict[int, Any] = {}
+
+    def allocate(size: int, alignment: int, stream: int) -> int:
+        b = ctypes.create_string_buffer(size + alignment)
+        p = (ctypes.addressof(b) + alignment - 1) // alignment * alignment
+        live[p] = b
+        return p
+
+    def deallocate(ptr: int, size: int, alignment: int, stream: int) -> None:
+        del live[ptr]
+
+    return tether.CallbackResource(allocate, deallocate)
 
 
 def host() -> tether.Resource:

@@ -61,3 +61,14 @@ def test_frameworks_share_a_pool():
     assert "all frees returned to their origin" in proc.stdout
     for lib in ("torch", "cupy", "numba"):
         assert f"  {lib:6} " in proc.stdout  # each library's share was printed
+
+
+def test_spilling():
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "spilling.py")], capture_output=True, text=True,
+                          timeout=120, cwd=str(EXAMPLES))
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "spilled block0 (1 MiB) to make room for 1 MiB" in out
+    assert "4 blocks on the device, 2 spilled, 4 MiB in use" in out
+    assert "10 events logged, 2 out-of-memory before spilling" in out
+    assert "bytes still in use: 0" in out

@@ -39,8 +39,11 @@ typedef enum tether_resource_kind {
   TETHER_RESOURCE_KIND_FIXED_SIZE = 10, /* blocks of one size (tether/fixed_size.h) */
   TETHER_RESOURCE_KIND_LIMITING = 11,   /* a byte limit over an upstream (tether/limiting.h) */
   TETHER_RESOURCE_KIND_TRACKING = 12,   /* records outstanding allocations (tether/tracking.h) */
+  TETHER_RESOURCE_KIND_LOGGING = 13,    /* logs every allocate/free of its upstream (tether/logging.h) */
+  TETHER_RESOURCE_KIND_FAILURE_CALLBACK = 14, /* asks a user function on out-of-memory (tether/failure_callback.h) */
   TETHER_RESOURCE_KIND_ALIGNED = 15,    /* a larger alignment from a size on (tether/aligned.h) */
-  TETHER_RESOURCE_KIND_PREFETCH = 16    /* prefetches managed memory to its device (tether/prefetch.h) */
+  TETHER_RESOURCE_KIND_PREFETCH = 16,   /* prefetches managed memory to its device (tether/prefetch.h) */
+  TETHER_RESOURCE_KIND_CALLBACK = 17    /* user allocate/deallocate functions (tether/callback.h) */
 } tether_resource_kind_t;
 
 /** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */

@@ -29,5 +29,8 @@
 #include "tether/arena.h"
 #include "tether/binning.h"
 #include "tether/fixed_size.h"
+#include "tether/callback.h"
+#include "tether/logging.h"
+#include "tether/failure_callback.h"
 
 #endif /* TETHER_TETHER_H */

@@ -24,6 +24,7 @@
 // Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in
 // the Gpu group run on a GPU machine (ci/gpu.sh). Nothing else needs editing: not
 // CMake, not the checks.
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -132,6 +133,36 @@ Handle fixed_size(Handle upstream, std::size_t block_size, std::size_t blocks) {
                 [&](tether_resource_t** out) { return tether_fixed_size_resource_create(upstream.get(), &o, out); });
 }
 
+// A resource written in C: a vtable over aligned_alloc/free (what another language would write).
+Handle callback_over_malloc() {
+  tether_callback_vtable_t v = TETHER_CALLBACK_VTABLE_INIT;
+  v.allocate = [](void*, size_t size, size_t alignment, tether_stream_t, void** out) -> tether_status_t {
+    *out = std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+    return *out ? TETHER_OK : TETHER_ERROR_OUT_OF_MEMORY;
+  };
+  v.deallocate = [](void*, void* ptr, size_t, size_t, tether_stream_t) -> tether_status_t {
+    std::free(ptr);
+    return TETHER_OK;
+  };
+  return create("callback",
+                [&](tether_resource_t** out) { return tether_callback_resource_create(&v, nullptr, nullptr, out); });
+}
+
+Handle logging_to_nowhere(Handle upstream) {
+  tether_logging_options_t o = TETHER_LOGGING_OPTIONS_INIT;
+  o.callback = [](const char*, size_t, void*) {};
+  return create("logging",
+                [&](tether_resource_t** out) { return tether_logging_adaptor_create(upstream.get(), &o, out); });
+}
+
+Handle failure_callback_never_retrying(Handle upstream) {
+  tether_failure_callback_options_t o = TETHER_FAILURE_CALLBACK_OPTIONS_INIT;
+  o.callback = [](size_t, void*) { return 0; };
+  return create("failure_callback", [&](tether_resource_t** out) {
+    return tether_failure_callback_adaptor_create(upstream.get(), &o, out);
+  });
+}
+
 const std::vector<Factory>& all_factories() {
   static const std::vector<Factory> list = {
       // ---- host ---------------------------------------------------------------------------
@@ -162,6 +193,12 @@ const std::vector<Factory>& all_factories() {
       // blocks of 8 MiB: a larger request is OUT_OF_MEMORY
       {"fixed_size_host", [] { return fixed_size(host(), 8 * MiB, 4); }, Needs::host, 0, kNoTraits, 8 * MiB},
       {"statistics_arena_host", [] { return statistics(arena(host())); }, Needs::host},
+      {"callback_malloc", [] { return callback_over_malloc(); }, Needs::host},
+      {"pool_callback_malloc", [] { return pool(callback_over_malloc()); }, Needs::host},
+      {"logging_host", [] { return logging_to_nowhere(host()); }, Needs::host},
+      {"logging_pool_host", [] { return logging_to_nowhere(pool(host())); }, Needs::host},
+      {"failure_callback_host", [] { return failure_callback_never_retrying(host()); }, Needs::host},
+      {"pool_failure_callback_host", [] { return pool(failure_callback_never_retrying(host())); }, Needs::host},
       {"limiting_host", [] { return limiting(host(), 256 * MiB); }, Needs::host, 256 * MiB},
       {"pool_limiting_host", [] { return pool(limiting(host(), 256 * MiB)); }, Needs::host, 256 * MiB},
       {"limiting_pool_host", [] { return limiting(pool(host()), 256 * MiB); }, Needs::host, 256 * MiB},
@@ -197,6 +234,9 @@ const std::vector<Factory>& all_factories() {
       {"arena_async", [] { return arena(async()); }, Needs::gpu},
       {"binning_cuda", [] { return binning(cuda(), 8, 16, 8); }, Needs::gpu},
       {"binning_pool_cuda", [] { return binning(pool(cuda()), 8, 16, 8); }, Needs::gpu},
+      {"logging_cuda", [] { return logging_to_nowhere(cuda()); }, Needs::gpu},
+      {"failure_callback_cuda", [] { return failure_callback_never_retrying(cuda()); }, Needs::gpu},
+      {"pool_logging_async", [] { return pool(logging_to_nowhere(async())); }, Needs::gpu},
       {"limiting_cuda", [] { return limiting(cuda(), 4 * GiB); }, Needs::gpu, 4 * GiB, kTwinsShareFrees},
       {"tracking_async", [] { return tracking(async(), false); }, Needs::gpu},
       {"aligned_cuda", [] { return aligned(cuda(), 64 * KiB, 16 * KiB); }, Needs::gpu},

@@ -1,0 +1,57 @@
+// tether_logging_adaptor_create / _flush: the core LoggingAdaptor with the
+// C callback as its sink.
+#include <string>
+
+#include "internal.hpp"
+#include "spec.hpp"
+#include "tether_core/logging.hpp"
+#include "user_context.hpp"
+
+namespace tether::capi {
+namespace {
+const tether_logging_options_t kLoggingDefaults = TETHER_LOGGING_OPTIONS_INIT;
+}  // namespace
+}  // namespace tether::capi
+
+using namespace tether;
+using namespace tether::capi;
+
+extern "C" {
+
+TETHER_API tether_status_t tether_logging_options_init(tether_logging_options_t* options, size_t struct_size) {
+  return guard("tether_logging_options_init",
+               [&] { init_options(options, struct_size, kLoggingDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_logging_adaptor_create(tether_resource_t* upstream,
+                                                         const tether_logging_options_t* options,
+                                                         tether_resource_t** out) {
+  return guard("tether_logging_adaptor_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    require_out(options, "options");
+    ResourceRef up(upstream);
+    const tether_logging_options_t o = read_options(options, kLoggingDefaults, "options");
+    if ((o.path == nullptr || o.path[0] == '\0') && o.callback == nullptr)
+      core::throw_invalid_argument("options: give options->path or options->callback (both are empty)");
+    UserContext user(o.destroy, o.user);
+    core::LoggingOptions lo;
+    if (o.path != nullptr) lo.path = o.path;
+    if (o.callback != nullptr) {
+      lo.sink = [cb = o.callback, u = o.user](const char* line, std::size_t length) { cb(line, length, u); };
+    }
+    lo.destroy = user.destroyer();
+    std::string spec_args = spec::format_options("logging", &o);  // the file; a callback has no spec
+    *out = make_resource_handle(core::make_logging_adaptor(up->core, std::move(lo)), upstream, std::move(spec_args));
+    user.arm();
+  });
+}
+
+TETHER_API tether_status_t tether_logging_adaptor_flush(tether_resource_t* resource) {
+  return guard("tether_logging_adaptor_flush", [&] {
+    ResourceRef r(resource);
+    core::flush_log(*r->core);
+  });
+}
+
+}  // extern "C"
