@@ -3,8 +3,9 @@
 # C ABI, header, symbol, install and example tests (ctest), the same C/C++ tests
 # under AddressSanitizer+UBSan and under ThreadSanitizer, a bounded libFuzzer run
 # over the C ABI, the ABI check against abi/libtether.abi, the Python package and
-# its tests (pytest), the Rust frontend (ci/rust.sh), and the docs (Sphinx,
-# warnings as errors). The fault-injection
+# its tests (pytest), the Rust frontend (ci/rust.sh), the docs (Sphinx, warnings as errors; then checked in headless
+# Chromium, ci/docs_browser.sh), and the wheel (ci/wheel.sh: cp310-abi3, auditwheel,
+# abi3audit, tests/python on another CPython). The fault-injection
 # sweep (tests/fault) runs inside the Release ctest.
 # GPU tests skip with a reason when there is no device (ci/gpu.sh runs them on one).
 set -euo pipefail
@@ -46,5 +47,9 @@ ci/rust.sh
 if [ -x ci/docs.sh ]; then
   step "docs (sphinx -W)"
   ci/docs.sh
+  step "docs in headless Chromium (every page reachable, no code block cut off)"
+  ci/docs_browser.sh
 fi
+step "wheel: cp310-abi3, auditwheel repair + show, abi3audit, tests on another CPython"
+ci/wheel.sh
 step "all tests passed"

@@ -35,8 +35,8 @@ def _header_c_types():
 
 
 project = "tether"
-author = "the tether authors"
-copyright = "the tether authors"
+author = "tether developers"
+copyright = "tether developers"
 release = _header_version()
 version = release
 
@@ -48,13 +48,40 @@ apicheck_root = ROOT
 root_doc = "index"
 exclude_patterns = ["_build"]
 templates_path = []
-html_static_path = []
-html_theme = "alabaster"
+html_static_path = ["_static"]
+html_css_files = ["tether.css"]
+# pydata-sphinx-theme (as RAPIDS uses): docs/requirements.txt. Everything it
+# would fetch from the network (icons, analytics, a version switcher) is off:
+# the build and the pages work offline.
+html_theme = "pydata_sphinx_theme"
 html_title = f"tether {release}"
 html_theme_options = {
-    "description": "Memory resources for CUDA and host memory that C, C++ and Python share safely",
-    "fixed_sidebar": True,
+    "navbar_align": "left",
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "show_nav_level": 2,
+    "navigation_depth": 3,
+    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version", "theme-version"],
+    "pygments_light_style": "default",
+    "pygments_dark_style": "monokai",
+    "primary_sidebar_end": [],
 }
+html_context = {"default_mode": "auto"}
+html_show_sourcelink = False
+
+
+def _no_empty_section_nav(app, pagename, templatename, context, doctree):
+    """Top-level pages have no section below them in the navigation bar: drop
+    the (empty) left sidebar there, so the text and the code get its width.
+    Pages in a section (hooks/, resources/, ...) keep the section's navigation."""
+    if "/" not in pagename:
+        context["sidebars"] = []
+
+
+def setup(app):
+    app.connect("html-page-context", _no_empty_section_nav)
 
 primary_domain = None
 highlight_language = "none"

@@ -6,7 +6,9 @@
  */
 #define _GNU_SOURCE /* dladdr */
 #define PY_SSIZE_T_CLEAN
-#define Py_LIMITED_API 0x03090000
+#ifndef Py_LIMITED_API /* python/CMakeLists.txt defines it (USE_SABI 3.10) for the abi3 wheel */
+#define Py_LIMITED_API 0x030A0000
+#endif
 #include <Python.h>
 
 #include <dlfcn.h>
