@@ -94,6 +94,16 @@ pub const TETHER_RESOURCE_KIND_CUDA: tether_resource_kind = 4;
 pub const TETHER_RESOURCE_KIND_ASYNC: tether_resource_kind = 5;
 pub const TETHER_RESOURCE_KIND_MANAGED: tether_resource_kind = 6;
 pub const TETHER_RESOURCE_KIND_PINNED_HOST: tether_resource_kind = 7;
+pub const TETHER_RESOURCE_KIND_ARENA: tether_resource_kind = 8;
+pub const TETHER_RESOURCE_KIND_BINNING: tether_resource_kind = 9;
+pub const TETHER_RESOURCE_KIND_FIXED_SIZE: tether_resource_kind = 10;
+pub const TETHER_RESOURCE_KIND_LIMITING: tether_resource_kind = 11;
+pub const TETHER_RESOURCE_KIND_TRACKING: tether_resource_kind = 12;
+pub const TETHER_RESOURCE_KIND_LOGGING: tether_resource_kind = 13;
+pub const TETHER_RESOURCE_KIND_FAILURE_CALLBACK: tether_resource_kind = 14;
+pub const TETHER_RESOURCE_KIND_ALIGNED: tether_resource_kind = 15;
+pub const TETHER_RESOURCE_KIND_PREFETCH: tether_resource_kind = 16;
+pub const TETHER_RESOURCE_KIND_CALLBACK: tether_resource_kind = 17;
 #[doc = " What a resource is. Values are stable."]
 pub type tether_resource_kind = ::std::os::raw::c_uint;
 #[doc = " What a resource is. Values are stable."]
@@ -529,7 +539,9 @@ extern "C" {
     #[doc = " When upstream is a CUDA resource the pool is stream-ordered. A block freed"]
     #[doc = " on stream A is reused on A at once. A request on stream B that B's own free"]
     #[doc = " blocks cannot serve is served, in this order, by: memory no stream has used"]
-    #[doc = " yet (no wait); a block another stream A freed and has covered by an event"]
+    #[doc = " yet (no wait; a large initial_size is handed to the streams in slabs that"]
+    #[doc = " grow with each stream's use, so threads on different streams do not share"]
+    #[doc = " a lock); a block another stream A freed and has covered by an event"]
     #[doc = " recorded after the free - B then waits on that event (cuStreamWaitEvent:"]
     #[doc = " the host does not block, and A's handle is never used again, since A may"]
     #[doc = " have been destroyed meanwhile); growing from upstream; and only when growing"]
@@ -732,6 +744,31 @@ extern "C" {
     #[doc = " Reset peak_bytes / peak_count of a statistics adaptor to the current values."]
     pub fn tether_resource_reset_peak_statistics(
         resource: *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Push a new, zeroed counter set on a statistics adaptor's counter stack"]
+    #[doc = " (as RMM's push_counters). While it is on top, allocations and frees"]
+    #[doc = " through the adaptor change only it, and tether_resource_get_statistics()"]
+    #[doc = " reads it. The stack belongs to the adaptor, not to a thread."]
+    #[doc = " NOT_SUPPORTED for other resources."]
+    pub fn tether_statistics_adaptor_push_counters(
+        resource: *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Pop the top counter set, write it to *out (caller sets out->struct_size;"]
+    #[doc = " out may be NULL to discard it), and fold it into the set below:"]
+    #[doc = " below.peak = max(below.peak, below.current + popped.peak),"]
+    #[doc = " below.current += popped.current, below.total += popped.total (for bytes"]
+    #[doc = " and counts). A set's current_* counts allocations made while it was on top"]
+    #[doc = " minus all frees made while it was on top, so it can be negative if older"]
+    #[doc = " memory was freed meanwhile; it is reported as 0 then, and folded exactly."]
+    #[doc = " Errors: NOT_SUPPORTED for other resources; INVALID_ARGUMENT if only the"]
+    #[doc = " first set is left (nothing was pushed) - nothing changes then."]
+    pub fn tether_statistics_adaptor_pop_counters(
+        resource: *mut tether_resource_t,
+        out: *mut tether_statistics_t,
     ) -> tether_status_t;
 }
 #[doc = " What a buffer is. Initialise struct_size (TETHER_BUFFER_INFO_INIT)."]
@@ -1255,6 +1292,16 @@ extern "C" {
     pub fn tether_cuda_get_current_device(out: *mut ::std::os::raw::c_int) -> tether_status_t;
 }
 extern "C" {
+    #[doc = " Free and total memory of `device` (an id or TETHER_DEVICE_CURRENT), in bytes,"]
+    #[doc = " as cuMemGetInfo reports them in its primary context. Both out-pointers are"]
+    #[doc = " required. Errors: NO_DEVICE, INVALID_ARGUMENT (bad id, NULL out)."]
+    pub fn tether_cuda_get_memory_info(
+        device: ::std::os::raw::c_int,
+        out_free: *mut usize,
+        out_total: *mut usize,
+    ) -> tether_status_t;
+}
+extern "C" {
     #[doc = " Wait until all work on `stream` (of `device`'s primary context) is done."]
     pub fn tether_cuda_stream_synchronize(
         device: ::std::os::raw::c_int,
@@ -1559,4 +1606,2573 @@ pub type tether_torch_stats_t = tether_torch_stats;
 extern "C" {
     #[doc = " Fill *out (struct_size set by the caller). Errors: INVALID_ARGUMENT, VERSION_MISMATCH."]
     pub fn tether_torch_get_stats(out: *mut tether_torch_stats_t) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Build the resource stack that `spec` (a NUL-terminated string, at most 4096"]
+    #[doc = " bytes) names. *out receives +1 on the outermost resource; it retains its"]
+    #[doc = " upstreams, so the caller owns exactly one reference."]
+    #[doc = " Errors: INVALID_ARGUMENT for a NULL argument or a spec that does not parse,"]
+    #[doc = " names an unknown resource or parameter, or has a bad value; the message"]
+    #[doc = " names the position and the token (\"spec:23: unknown parameter 'initial' of"]
+    #[doc = " pool\"). Any error of the create functions it calls (OUT_OF_MEMORY,"]
+    #[doc = " NO_DEVICE, ...) with the position of the resource that failed. *out is NULL"]
+    #[doc = " on error and nothing is leaked."]
+    pub fn tether_resource_create_from_spec(
+        spec: *const ::std::os::raw::c_char,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Write a spec naming `resource`'s whole stack (upstreams included) into"]
+    #[doc = " `buffer`: building it with tether_resource_create_from_spec() gives an"]
+    #[doc = " equivalent new stack. Parameters at their defaults are left out; sizes are"]
+    #[doc = " written in bytes or exact binary units. *out_length (required) receives the"]
+    #[doc = " spec's length without the terminating NUL. With buffer NULL and capacity 0"]
+    #[doc = " only the length is reported. Otherwise capacity must exceed the length"]
+    #[doc = " (INVALID_ARGUMENT naming the size needed, buffer untouched); the spec is then"]
+    #[doc = " written NUL-terminated. Borrows `resource`; the caller owns `buffer`."]
+    pub fn tether_resource_get_spec(
+        resource: *mut tether_resource_t,
+        buffer: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        out_length: *mut usize,
+    ) -> tether_status_t;
+}
+pub const TETHER_REPLAY_ALLOCATE: tether_replay_action = 1;
+pub const TETHER_REPLAY_DEALLOCATE: tether_replay_action = 2;
+#[doc = " What an operation does. Values are stable."]
+pub type tether_replay_action = ::std::os::raw::c_uint;
+#[doc = " What an operation does. Values are stable."]
+pub use self::tether_replay_action as tether_replay_action_t;
+#[doc = " One operation of a trace. A plain array element (no struct_size): its layout is fixed."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_replay_op {
+    #[doc = " The allocation this operation makes or frees: an index below the trace's slot count."]
+    pub slot: u64,
+    #[doc = " Bytes to allocate (DEALLOCATE: ignored; the allocation's own size is freed)."]
+    pub size: u64,
+    #[doc = " A tether_replay_action_t value."]
+    pub action: u32,
+    #[doc = " The replay thread that runs it (below tether_replay_options_t.threads)."]
+    pub thread: u32,
+    #[doc = " Index into tether_replay_options_t.streams (0 when no streams are given)."]
+    pub stream: u32,
+    #[doc = " Zero."]
+    pub reserved: u32,
+}
+#[test]
+fn bindgen_test_layout_tether_replay_op() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_replay_op>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_replay_op))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_replay_op>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_replay_op))
+    );
+    fn test_field_slot() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(slot)
+            )
+        );
+    }
+    test_field_slot();
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_action() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).action) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(action)
+            )
+        );
+    }
+    test_field_action();
+    fn test_field_thread() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).thread) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(thread)
+            )
+        );
+    }
+    test_field_thread();
+    fn test_field_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(stream)
+            )
+        );
+    }
+    test_field_stream();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_op>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_op),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+#[doc = " One operation of a trace. A plain array element (no struct_size): its layout is fixed."]
+pub type tether_replay_op_t = tether_replay_op;
+#[doc = " A point of the timeline (tether_replay_options_t.samples)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_replay_sample {
+    #[doc = " Operations done when it was taken (across threads)."]
+    pub ops_done: u64,
+    #[doc = " Nanoseconds since the replay started."]
+    pub time_ns: u64,
+    #[doc = " Bytes allocated by the replay and not yet freed."]
+    pub live_bytes: u64,
+    #[doc = " current_bytes of options.footprint (what the stack holds from upstream), or 0."]
+    pub footprint_bytes: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_replay_sample() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_replay_sample>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_replay_sample))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_replay_sample>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_replay_sample))
+    );
+    fn test_field_ops_done() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_sample>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ops_done) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_sample),
+                "::",
+                stringify!(ops_done)
+            )
+        );
+    }
+    test_field_ops_done();
+    fn test_field_time_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_sample>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).time_ns) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_sample),
+                "::",
+                stringify!(time_ns)
+            )
+        );
+    }
+    test_field_time_ns();
+    fn test_field_live_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_sample>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).live_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_sample),
+                "::",
+                stringify!(live_bytes)
+            )
+        );
+    }
+    test_field_live_bytes();
+    fn test_field_footprint_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_sample>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).footprint_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_sample),
+                "::",
+                stringify!(footprint_bytes)
+            )
+        );
+    }
+    test_field_footprint_bytes();
+}
+#[doc = " A point of the timeline (tether_replay_options_t.samples)."]
+pub type tether_replay_sample_t = tether_replay_sample;
+#[doc = " Options of tether_replay_run(). Initialise with TETHER_REPLAY_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_replay_options {
+    pub struct_size: u32,
+    #[doc = " Replay threads (1 or more; 0 means 1)."]
+    pub threads: u32,
+    #[doc = " Allocation slots the trace uses (every op's slot is below it)."]
+    pub slot_count: u64,
+    #[doc = " The streams ops name by index, borrowed for the call; NULL: every op on stream 0."]
+    pub streams: *const tether_stream_t,
+    pub stream_count: usize,
+    #[doc = " A statistics adaptor inside the stack whose current/peak bytes are \"held from upstream\", or NULL."]
+    pub footprint: *mut tether_resource_t,
+    #[doc = " Record a timeline sample every this many operations (0: none), into samples[0..sample_capacity)."]
+    pub sample_every: u64,
+    pub samples: *mut tether_replay_sample_t,
+    pub sample_capacity: usize,
+    #[doc = " Indices (into ops) of the allocations that failed, into failed_ops[0..failed_capacity)."]
+    pub failed_ops: *mut u64,
+    pub failed_capacity: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_replay_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_replay_options>(),
+        80usize,
+        concat!("Size of: ", stringify!(tether_replay_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_replay_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_replay_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_threads() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).threads) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(threads)
+            )
+        );
+    }
+    test_field_threads();
+    fn test_field_slot_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot_count) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(slot_count)
+            )
+        );
+    }
+    test_field_slot_count();
+    fn test_field_streams() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).streams) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(streams)
+            )
+        );
+    }
+    test_field_streams();
+    fn test_field_stream_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream_count) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(stream_count)
+            )
+        );
+    }
+    test_field_stream_count();
+    fn test_field_footprint() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).footprint) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(footprint)
+            )
+        );
+    }
+    test_field_footprint();
+    fn test_field_sample_every() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sample_every) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(sample_every)
+            )
+        );
+    }
+    test_field_sample_every();
+    fn test_field_samples() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).samples) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(samples)
+            )
+        );
+    }
+    test_field_samples();
+    fn test_field_sample_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sample_capacity) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(sample_capacity)
+            )
+        );
+    }
+    test_field_sample_capacity();
+    fn test_field_failed_ops() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failed_ops) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(failed_ops)
+            )
+        );
+    }
+    test_field_failed_ops();
+    fn test_field_failed_capacity() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failed_capacity) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_options),
+                "::",
+                stringify!(failed_capacity)
+            )
+        );
+    }
+    test_field_failed_capacity();
+}
+#[doc = " Options of tether_replay_run(). Initialise with TETHER_REPLAY_OPTIONS_INIT."]
+pub type tether_replay_options_t = tether_replay_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (see tether_pool_options_init for struct_size)."]
+    pub fn tether_replay_options_init(
+        options: *mut tether_replay_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " What a replay measured. Initialise struct_size (TETHER_REPLAY_RESULT_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_replay_result {
+    pub struct_size: u32,
+    #[doc = " Wall time of the whole replay (all threads), in nanoseconds."]
+    pub elapsed_ns: u64,
+    #[doc = " Allocations made, frees made."]
+    pub allocations: u64,
+    pub deallocations: u64,
+    #[doc = " Allocations that failed (OUT_OF_MEMORY or any other error) and frees skipped because of them."]
+    pub failed_allocations: u64,
+    pub skipped_deallocations: u64,
+    #[doc = " Highest bytes live at once (allocated by the replay, not yet freed)."]
+    pub peak_live_bytes: u64,
+    #[doc = " peak_bytes of options.footprint during the replay (its peak is reset at the start), or 0."]
+    pub peak_footprint_bytes: u64,
+    #[doc = " Entries written to options.samples and options.failed_ops."]
+    pub samples_written: u64,
+    pub failed_written: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_replay_result() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_replay_result>(),
+        80usize,
+        concat!("Size of: ", stringify!(tether_replay_result))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_replay_result>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_replay_result))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_elapsed_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).elapsed_ns) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(elapsed_ns)
+            )
+        );
+    }
+    test_field_elapsed_ns();
+    fn test_field_allocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allocations) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(allocations)
+            )
+        );
+    }
+    test_field_allocations();
+    fn test_field_deallocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).deallocations) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(deallocations)
+            )
+        );
+    }
+    test_field_deallocations();
+    fn test_field_failed_allocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failed_allocations) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(failed_allocations)
+            )
+        );
+    }
+    test_field_failed_allocations();
+    fn test_field_skipped_deallocations() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).skipped_deallocations) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(skipped_deallocations)
+            )
+        );
+    }
+    test_field_skipped_deallocations();
+    fn test_field_peak_live_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_live_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(peak_live_bytes)
+            )
+        );
+    }
+    test_field_peak_live_bytes();
+    fn test_field_peak_footprint_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_footprint_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(peak_footprint_bytes)
+            )
+        );
+    }
+    test_field_peak_footprint_bytes();
+    fn test_field_samples_written() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).samples_written) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(samples_written)
+            )
+        );
+    }
+    test_field_samples_written();
+    fn test_field_failed_written() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_replay_result>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).failed_written) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_replay_result),
+                "::",
+                stringify!(failed_written)
+            )
+        );
+    }
+    test_field_failed_written();
+}
+#[doc = " What a replay measured. Initialise struct_size (TETHER_REPLAY_RESULT_INIT)."]
+pub type tether_replay_result_t = tether_replay_result;
+extern "C" {
+    #[doc = " Replay `ops[0..count)` against `resource` (borrowed) and fill *out. A failed"]
+    #[doc = " allocation is recorded, not an error; memory still live at the end of the"]
+    #[doc = " trace is freed before returning (and counted as deallocations)."]
+    #[doc = " Errors: INVALID_HANDLE; INVALID_ARGUMENT for NULL ops with count > 0, an op"]
+    #[doc = " whose slot, thread, stream or action is out of range, an allocate of a slot"]
+    #[doc = " that is live or a free of a slot that is not (checked before anything runs:"]
+    #[doc = " the message names the op's index); OUT_OF_MEMORY for the engine's own tables."]
+    pub fn tether_replay_run(
+        resource: *mut tether_resource_t,
+        ops: *const tether_replay_op_t,
+        count: usize,
+        options: *const tether_replay_options_t,
+        out: *mut tether_replay_result_t,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_limiting_adaptor_create(). Initialise with TETHER_LIMITING_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_limiting_options {
+    pub struct_size: u32,
+    #[doc = " The most bytes the adaptor hands out at once (default 0: every request fails)."]
+    pub limit: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_limiting_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_limiting_options>(),
+        16usize,
+        concat!("Size of: ", stringify!(tether_limiting_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_limiting_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_limiting_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_limiting_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_limiting_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_limit() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_limiting_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).limit) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_limiting_options),
+                "::",
+                stringify!(limit)
+            )
+        );
+    }
+    test_field_limit();
+}
+#[doc = " Options of tether_limiting_adaptor_create(). Initialise with TETHER_LIMITING_OPTIONS_INIT."]
+pub type tether_limiting_options_t = tether_limiting_options;
+extern "C" {
+    #[doc = " Set *options to the defaults; struct_size is the caller's sizeof."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a size below the first layout."]
+    pub fn tether_limiting_options_init(
+        options: *mut tether_limiting_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A limiting adaptor over `upstream` (not taken: the adaptor retains it)."]
+    #[doc = " options may be NULL for the defaults (a limit of 0)."]
+    #[doc = " Errors: INVALID_HANDLE for a bad upstream, INVALID_ARGUMENT for NULL out,"]
+    #[doc = " VERSION_MISMATCH for a bad options->struct_size. out: receives +1."]
+    pub fn tether_limiting_adaptor_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_limiting_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " *out = the bytes the adaptor has handed out and not yet taken back."]
+    #[doc = " NOT_SUPPORTED if `resource` is not a limiting adaptor; INVALID_ARGUMENT for NULL out."]
+    pub fn tether_limiting_adaptor_get_used_bytes(
+        resource: *mut tether_resource_t,
+        out: *mut u64,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " *out = the adaptor's limit in bytes. NOT_SUPPORTED if `resource` is not a limiting adaptor."]
+    pub fn tether_limiting_adaptor_get_limit(
+        resource: *mut tether_resource_t,
+        out: *mut u64,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_tracking_adaptor_create(). Initialise with TETHER_TRACKING_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_tracking_options {
+    pub struct_size: u32,
+    #[doc = " Nonzero: capture each allocation's call stack (costs a backtrace() per allocation). Default 0."]
+    pub capture_stacks: i32,
+}
+#[test]
+fn bindgen_test_layout_tether_tracking_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_tracking_options>(),
+        8usize,
+        concat!("Size of: ", stringify!(tether_tracking_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_tracking_options>(),
+        4usize,
+        concat!("Alignment of ", stringify!(tether_tracking_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_capture_stacks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).capture_stacks) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_options),
+                "::",
+                stringify!(capture_stacks)
+            )
+        );
+    }
+    test_field_capture_stacks();
+}
+#[doc = " Options of tether_tracking_adaptor_create(). Initialise with TETHER_TRACKING_OPTIONS_INIT."]
+pub type tether_tracking_options_t = tether_tracking_options;
+#[doc = " One outstanding allocation. Fields are only ever appended."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_tracking_record {
+    pub struct_size: u32,
+    #[doc = " The memory (owned by whoever allocated it; the record does not keep it)."]
+    pub ptr: *mut ::std::os::raw::c_void,
+    #[doc = " Bytes requested."]
+    pub size: usize,
+    #[doc = " Alignment requested (0 was recorded as TETHER_DEFAULT_ALIGNMENT)."]
+    pub alignment: usize,
+    #[doc = " The stream the allocation was ordered on."]
+    pub stream: tether_stream_t,
+    #[doc = " The allocating thread's id (gettid())."]
+    pub thread_id: u64,
+    #[doc = " 1 for the adaptor's first allocation, 2 for the next, ...: allocation order."]
+    pub sequence: u64,
+    #[doc = " Frames captured (0 without stack capture), libtether's own included; read the stack with tether_tracking_adaptor_get_stack()."]
+    pub stack_depth: u32,
+}
+#[test]
+fn bindgen_test_layout_tether_tracking_record() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_tracking_record>(),
+        64usize,
+        concat!("Size of: ", stringify!(tether_tracking_record))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_tracking_record>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_tracking_record))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_ptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ptr) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(ptr)
+            )
+        );
+    }
+    test_field_ptr();
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_alignment() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alignment) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(alignment)
+            )
+        );
+    }
+    test_field_alignment();
+    fn test_field_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(stream)
+            )
+        );
+    }
+    test_field_stream();
+    fn test_field_thread_id() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).thread_id) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(thread_id)
+            )
+        );
+    }
+    test_field_thread_id();
+    fn test_field_sequence() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).sequence) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(sequence)
+            )
+        );
+    }
+    test_field_sequence();
+    fn test_field_stack_depth() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_tracking_record>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stack_depth) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_tracking_record),
+                "::",
+                stringify!(stack_depth)
+            )
+        );
+    }
+    test_field_stack_depth();
+}
+#[doc = " One outstanding allocation. Fields are only ever appended."]
+pub type tether_tracking_record_t = tether_tracking_record;
+extern "C" {
+    #[doc = " Set *options to the defaults; struct_size is the caller's sizeof."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a size below the first layout."]
+    pub fn tether_tracking_options_init(
+        options: *mut tether_tracking_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A tracking adaptor over `upstream` (not taken: the adaptor retains it)."]
+    #[doc = " options may be NULL for the defaults (no stack capture)."]
+    #[doc = " out: receives +1."]
+    pub fn tether_tracking_adaptor_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_tracking_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " The outstanding allocations, oldest first. *out_count receives how many"]
+    #[doc = " there are; the first min(that, capacity) are written to `records`."]
+    #[doc = " Count query: records = NULL, capacity = 0. The caller owns `records` and"]
+    #[doc = " sets records[0].struct_size (TETHER_TRACKING_RECORD_INIT): that is the"]
+    #[doc = " stride of the array, and every element written gets it as struct_size."]
+    #[doc = " Errors: NOT_SUPPORTED if `resource` is not a tracking adaptor;"]
+    #[doc = " INVALID_ARGUMENT for NULL out_count or NULL records with capacity > 0;"]
+    #[doc = " VERSION_MISMATCH for a struct_size below the first layout."]
+    pub fn tether_tracking_adaptor_get_outstanding(
+        resource: *mut tether_resource_t,
+        records: *mut tether_tracking_record_t,
+        capacity: usize,
+        out_count: *mut usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " The call stack captured for the outstanding allocation at `ptr`, one frame"]
+    #[doc = " per line (\"  #0 binary(function+0x1f) [0x...]\"), innermost first, starting"]
+    #[doc = " at the first frame outside libtether (its own allocate frames are left out);"]
+    #[doc = " \"\" without stack capture. Text rule at the top of this file."]
+    #[doc = " Errors: NOT_SUPPORTED (not a tracking adaptor); INVALID_ARGUMENT if `ptr` is"]
+    #[doc = " not outstanding, for NULL out_needed, or NULL buffer with capacity > 0."]
+    pub fn tether_tracking_adaptor_get_stack(
+        resource: *mut tether_resource_t,
+        ptr: *const ::std::os::raw::c_void,
+        buffer: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        out_needed: *mut usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A leak report, oldest allocation first:"]
+    #[doc = ""]
+    #[doc = "     tether tracking adaptor: 2 outstanding allocations, 5120 bytes"]
+    #[doc = "     #1 ptr=0x7f12... size=4096 alignment=256 stream=0x0 thread=4242"]
+    #[doc = "       #0 ./app(main+0x2a) [0x55...]     <- stack lines, if captured"]
+    #[doc = "     #3 ptr=0x7f13... size=1024 alignment=256 stream=0x0 thread=4243"]
+    #[doc = ""]
+    #[doc = " Text rule at the top of this file. Errors: NOT_SUPPORTED (not a tracking"]
+    #[doc = " adaptor); INVALID_ARGUMENT for NULL out_needed, or NULL buffer with capacity > 0."]
+    pub fn tether_tracking_adaptor_report(
+        resource: *mut tether_resource_t,
+        buffer: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        out_needed: *mut usize,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_aligned_adaptor_create(). Initialise with TETHER_ALIGNED_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_aligned_options {
+    pub struct_size: u32,
+    #[doc = " The alignment given to large allocations: a power of two up to 1 GiB (default 256)."]
+    pub alignment: usize,
+    #[doc = " Allocations of at least this many bytes get `alignment` (default 0: all of them)."]
+    pub threshold: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_aligned_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_aligned_options>(),
+        24usize,
+        concat!("Size of: ", stringify!(tether_aligned_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_aligned_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_aligned_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_aligned_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_aligned_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_alignment() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_aligned_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alignment) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_aligned_options),
+                "::",
+                stringify!(alignment)
+            )
+        );
+    }
+    test_field_alignment();
+    fn test_field_threshold() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_aligned_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).threshold) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_aligned_options),
+                "::",
+                stringify!(threshold)
+            )
+        );
+    }
+    test_field_threshold();
+}
+#[doc = " Options of tether_aligned_adaptor_create(). Initialise with TETHER_ALIGNED_OPTIONS_INIT."]
+pub type tether_aligned_options_t = tether_aligned_options;
+extern "C" {
+    #[doc = " Set *options to the defaults; struct_size is the caller's sizeof."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a size below the first layout."]
+    pub fn tether_aligned_options_init(
+        options: *mut tether_aligned_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " An aligned adaptor over `upstream` (not taken: the adaptor retains it)."]
+    #[doc = " options may be NULL for the defaults."]
+    #[doc = " Errors: INVALID_HANDLE for a bad upstream; INVALID_ARGUMENT naming"]
+    #[doc = " options.alignment if it is not a power of two in [1, 1 GiB]."]
+    #[doc = " out: receives +1."]
+    pub fn tether_aligned_adaptor_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_aligned_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Fill *out (caller sets out->struct_size) with the options the adaptor was made with."]
+    #[doc = " NOT_SUPPORTED if `resource` is not an aligned adaptor."]
+    pub fn tether_aligned_adaptor_get_options(
+        resource: *mut tether_resource_t,
+        out: *mut tether_aligned_options_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A prefetch adaptor over `upstream` (not taken: the adaptor retains it)."]
+    #[doc = " Errors: INVALID_HANDLE for a bad upstream; INVALID_ARGUMENT if it does not"]
+    #[doc = " give managed memory; NOT_SUPPORTED if its device cannot prefetch; NO_DEVICE"]
+    #[doc = " without CUDA. out: receives +1."]
+    pub fn tether_prefetch_adaptor_create(
+        upstream: *mut tether_resource_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_arena_resource_create(). Initialise with TETHER_ARENA_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_arena_options {
+    pub struct_size: u32,
+    #[doc = " Bytes of the global arena, all taken from upstream at creation; it never grows beyond."]
+    #[doc = "0 (default): nothing up front, grow on demand (chunks of at least 32 MiB), no limit."]
+    pub arena_size: usize,
+    #[doc = " Superblock size: a power of two from 64 KiB to 1 GiB (0: 1 MiB)."]
+    pub superblock_size: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_arena_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_arena_options>(),
+        24usize,
+        concat!("Size of: ", stringify!(tether_arena_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_arena_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_arena_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_arena_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).arena_size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_options),
+                "::",
+                stringify!(arena_size)
+            )
+        );
+    }
+    test_field_arena_size();
+    fn test_field_superblock_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).superblock_size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_options),
+                "::",
+                stringify!(superblock_size)
+            )
+        );
+    }
+    test_field_superblock_size();
+}
+#[doc = " Options of tether_arena_resource_create(). Initialise with TETHER_ARENA_OPTIONS_INIT."]
+pub type tether_arena_options_t = tether_arena_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (struct_size is the caller's sizeof)."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a struct_size below the first published layout."]
+    pub fn tether_arena_options_init(
+        options: *mut tether_arena_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " What an arena resource holds. Initialise struct_size (TETHER_ARENA_INFO_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_arena_info {
+    pub struct_size: u32,
+    #[doc = " Bytes held from the upstream."]
+    pub arena_size: u64,
+    #[doc = " Bytes of one superblock."]
+    pub superblock_size: u64,
+    #[doc = " Bytes in free superblocks of the global arena."]
+    pub global_free_bytes: u64,
+    #[doc = " Per-thread or per-stream arenas created so far."]
+    pub arena_count: u64,
+    #[doc = " Superblocks held by those arenas (in use or cached)."]
+    pub arena_superblocks: u64,
+    #[doc = " Bytes of superblocks serving large requests."]
+    pub large_bytes: u64,
+    #[doc = " Chunks held from the upstream."]
+    pub chunk_count: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_arena_info() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_arena_info>(),
+        64usize,
+        concat!("Size of: ", stringify!(tether_arena_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_arena_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_arena_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_arena_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).arena_size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(arena_size)
+            )
+        );
+    }
+    test_field_arena_size();
+    fn test_field_superblock_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).superblock_size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(superblock_size)
+            )
+        );
+    }
+    test_field_superblock_size();
+    fn test_field_global_free_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).global_free_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(global_free_bytes)
+            )
+        );
+    }
+    test_field_global_free_bytes();
+    fn test_field_arena_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).arena_count) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(arena_count)
+            )
+        );
+    }
+    test_field_arena_count();
+    fn test_field_arena_superblocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).arena_superblocks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(arena_superblocks)
+            )
+        );
+    }
+    test_field_arena_superblocks();
+    fn test_field_large_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).large_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(large_bytes)
+            )
+        );
+    }
+    test_field_large_bytes();
+    fn test_field_chunk_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_arena_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).chunk_count) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_arena_info),
+                "::",
+                stringify!(chunk_count)
+            )
+        );
+    }
+    test_field_chunk_count();
+}
+#[doc = " What an arena resource holds. Initialise struct_size (TETHER_ARENA_INFO_INIT)."]
+pub type tether_arena_info_t = tether_arena_info;
+extern "C" {
+    #[doc = " An arena resource over `upstream` (not taken: the resource retains it"]
+    #[doc = " itself). options may be NULL for the defaults. Over a host upstream there"]
+    #[doc = " is one arena per thread and streams are ignored. Over a CUDA upstream"]
+    #[doc = " there is one arena per stream, and memory moves between streams only"]
+    #[doc = " safely: a superblock given back by a free on stream A carries an event"]
+    #[doc = " recorded on A, which the next stream to use it waits on (the host does not"]
+    #[doc = " block); superblocks collected by defragmentation, or emptied by a free on"]
+    #[doc = " another stream, are reused by other streams only after one device"]
+    #[doc = " synchronisation. A free on a stream other than the allocation's arena's"]
+    #[doc = " waits on the host for that stream (its memory is reused by the arena's"]
+    #[doc = " stream at once). tether_resource_trim() defragments and gives back wholly"]
+    #[doc = " free chunks. Frees are checked (pointer, size, alignment)."]
+    #[doc = " Errors: INVALID_ARGUMENT for a bad superblock_size; OUT_OF_MEMORY if"]
+    #[doc = " arena_size cannot be obtained. out: receives +1."]
+    pub fn tether_arena_resource_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_arena_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " What an arena resource holds; NOT_SUPPORTED for other resources."]
+    pub fn tether_arena_get_info(
+        resource: *mut tether_resource_t,
+        out: *mut tether_arena_info_t,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_binning_resource_create(). Initialise with TETHER_BINNING_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_binning_options {
+    pub struct_size: u32,
+    #[doc = " Fixed-size bins of 2^min_size_exponent .. 2^max_size_exponent bytes (both 0: no bins)."]
+    pub min_size_exponent: u32,
+    pub max_size_exponent: u32,
+    #[doc = " Blocks per upstream chunk of the fixed-size bins this resource creates (0: 128)."]
+    pub blocks_to_preallocate: usize,
+    #[doc = " Serves requests above every bin (borrowed; the binning resource retains it). NULL: the upstream."]
+    pub fallback: *mut tether_resource_t,
+}
+#[test]
+fn bindgen_test_layout_tether_binning_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_binning_options>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_binning_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_binning_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_binning_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_min_size_exponent() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).min_size_exponent) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_options),
+                "::",
+                stringify!(min_size_exponent)
+            )
+        );
+    }
+    test_field_min_size_exponent();
+    fn test_field_max_size_exponent() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_size_exponent) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_options),
+                "::",
+                stringify!(max_size_exponent)
+            )
+        );
+    }
+    test_field_max_size_exponent();
+    fn test_field_blocks_to_preallocate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_to_preallocate) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_options),
+                "::",
+                stringify!(blocks_to_preallocate)
+            )
+        );
+    }
+    test_field_blocks_to_preallocate();
+    fn test_field_fallback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).fallback) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_options),
+                "::",
+                stringify!(fallback)
+            )
+        );
+    }
+    test_field_fallback();
+}
+#[doc = " Options of tether_binning_resource_create(). Initialise with TETHER_BINNING_OPTIONS_INIT."]
+pub type tether_binning_options_t = tether_binning_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (struct_size is the caller's sizeof)."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a struct_size below the first published layout."]
+    pub fn tether_binning_options_init(
+        options: *mut tether_binning_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " What a binning resource routes. Initialise struct_size (TETHER_BINNING_INFO_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_binning_info {
+    pub struct_size: u32,
+    #[doc = " Bins added so far."]
+    pub bin_count: u64,
+    #[doc = " The smallest bin's size (0 without bins)."]
+    pub smallest_bin: u64,
+    #[doc = " The largest bin's size: larger requests go to the fallback (0 without bins)."]
+    pub largest_bin: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_binning_info() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_binning_info>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_binning_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_binning_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_binning_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_bin_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bin_count) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_info),
+                "::",
+                stringify!(bin_count)
+            )
+        );
+    }
+    test_field_bin_count();
+    fn test_field_smallest_bin() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).smallest_bin) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_info),
+                "::",
+                stringify!(smallest_bin)
+            )
+        );
+    }
+    test_field_smallest_bin();
+    fn test_field_largest_bin() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_binning_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).largest_bin) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_binning_info),
+                "::",
+                stringify!(largest_bin)
+            )
+        );
+    }
+    test_field_largest_bin();
+}
+#[doc = " What a binning resource routes. Initialise struct_size (TETHER_BINNING_INFO_INIT)."]
+pub type tether_binning_info_t = tether_binning_info;
+extern "C" {
+    #[doc = " A binning resource over `upstream`. Neither upstream nor options->fallback"]
+    #[doc = " is taken: the binning resource retains both (and every bin resource added"]
+    #[doc = " later) for as long as it lives. options may be NULL (no bins, the upstream"]
+    #[doc = " as fallback). Bins only ever get added. Frees go to the resource that"]
+    #[doc = " served the allocation, which refuses memory it did not hand out"]
+    #[doc = " (INVALID_ARGUMENT, nothing changed). Stream order is that of the bins and"]
+    #[doc = " the fallback. Errors: INVALID_ARGUMENT for exponents with min > max or"]
+    #[doc = " max > 40, or a fallback whose memory differs from the upstream's (device,"]
+    #[doc = " accessibility). out: receives +1."]
+    pub fn tether_binning_resource_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_binning_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Add a bin for requests up to `size` bytes, served by `bin_resource`"]
+    #[doc = " (borrowed; retained by the binning resource) or, if it is NULL, by a new"]
+    #[doc = " fixed-size resource of `size` over the upstream. Allocations made before"]
+    #[doc = " are still freed correctly. Errors: NOT_SUPPORTED if `resource` is not a"]
+    #[doc = " binning resource; INVALID_ARGUMENT for size 0, a size that already has a"]
+    #[doc = " bin, or a bin resource whose memory differs from the upstream's;"]
+    #[doc = " OUT_OF_MEMORY if a new fixed-size bin cannot take its first chunk."]
+    pub fn tether_binning_resource_add_bin(
+        resource: *mut tether_resource_t,
+        size: usize,
+        bin_resource: *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " What a binning resource routes; NOT_SUPPORTED for other resources."]
+    pub fn tether_binning_get_info(
+        resource: *mut tether_resource_t,
+        out: *mut tether_binning_info_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " The bin sizes in ascending order: up to `capacity` of them are written to"]
+    #[doc = " `sizes` (which may be NULL when capacity is 0), and *count receives how many"]
+    #[doc = " bins there are. NOT_SUPPORTED for other resources; INVALID_ARGUMENT for a"]
+    #[doc = " NULL count, or NULL sizes with a capacity."]
+    pub fn tether_binning_get_bin_sizes(
+        resource: *mut tether_resource_t,
+        sizes: *mut usize,
+        capacity: usize,
+        count: *mut usize,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_fixed_size_resource_create(). Initialise with TETHER_FIXED_SIZE_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_fixed_size_options {
+    pub struct_size: u32,
+    #[doc = " Bytes of every block, rounded up to a multiple of 256 (default 1 MiB; 0 is INVALID_ARGUMENT)."]
+    pub block_size: usize,
+    #[doc = " Blocks per chunk taken from upstream, at creation and at every refill (default 128; 0: 1)."]
+    pub blocks_to_preallocate: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_fixed_size_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_fixed_size_options>(),
+        24usize,
+        concat!("Size of: ", stringify!(tether_fixed_size_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_fixed_size_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_fixed_size_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_block_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_options),
+                "::",
+                stringify!(block_size)
+            )
+        );
+    }
+    test_field_block_size();
+    fn test_field_blocks_to_preallocate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).blocks_to_preallocate) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_options),
+                "::",
+                stringify!(blocks_to_preallocate)
+            )
+        );
+    }
+    test_field_blocks_to_preallocate();
+}
+#[doc = " Options of tether_fixed_size_resource_create(). Initialise with TETHER_FIXED_SIZE_OPTIONS_INIT."]
+pub type tether_fixed_size_options_t = tether_fixed_size_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (struct_size is the caller's sizeof)."]
+    #[doc = " INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a struct_size below the first published layout."]
+    pub fn tether_fixed_size_options_init(
+        options: *mut tether_fixed_size_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " What a fixed-size resource holds. Initialise struct_size (TETHER_FIXED_SIZE_INFO_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_fixed_size_info {
+    pub struct_size: u32,
+    #[doc = " Bytes of every block (after rounding)."]
+    pub block_size: u64,
+    #[doc = " Every block is aligned to this (the largest power of two dividing block_size, at most 1 MiB)."]
+    pub block_alignment: u64,
+    #[doc = " Blocks held from upstream."]
+    pub total_blocks: u64,
+    #[doc = " Of those, blocks not handed out."]
+    pub free_blocks: u64,
+    #[doc = " Chunks held from upstream."]
+    pub chunk_count: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_fixed_size_info() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_fixed_size_info>(),
+        48usize,
+        concat!("Size of: ", stringify!(tether_fixed_size_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_fixed_size_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_fixed_size_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_block_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_size) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(block_size)
+            )
+        );
+    }
+    test_field_block_size();
+    fn test_field_block_alignment() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_alignment) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(block_alignment)
+            )
+        );
+    }
+    test_field_block_alignment();
+    fn test_field_total_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).total_blocks) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(total_blocks)
+            )
+        );
+    }
+    test_field_total_blocks();
+    fn test_field_free_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_blocks) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(free_blocks)
+            )
+        );
+    }
+    test_field_free_blocks();
+    fn test_field_chunk_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_fixed_size_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).chunk_count) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_fixed_size_info),
+                "::",
+                stringify!(chunk_count)
+            )
+        );
+    }
+    test_field_chunk_count();
+}
+#[doc = " What a fixed-size resource holds. Initialise struct_size (TETHER_FIXED_SIZE_INFO_INIT)."]
+pub type tether_fixed_size_info_t = tether_fixed_size_info;
+extern "C" {
+    #[doc = " A fixed-size resource over `upstream` (not taken: the resource retains it"]
+    #[doc = " itself). options may be NULL for the defaults. A request larger than"]
+    #[doc = " block_size is OUT_OF_MEMORY naming the size (no block is that large; put"]
+    #[doc = " the resource under a binning resource to serve mixed sizes); an alignment"]
+    #[doc = " above block_alignment is INVALID_ARGUMENT. Frees are checked (size, alignment, pointer)."]
+    #[doc = " tether_resource_trim() gives back chunks whose blocks are all free. Over a"]
+    #[doc = " CUDA upstream a block freed on stream A is reused on A at once and by"]
+    #[doc = " another stream only after one device synchronisation (when growing failed,"]
+    #[doc = " or at trim). Errors: INVALID_ARGUMENT (block_size 0 or above 1 TiB),"]
+    #[doc = " OUT_OF_MEMORY if the first chunk cannot be obtained. out: receives +1."]
+    pub fn tether_fixed_size_resource_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_fixed_size_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " What a fixed-size resource holds; NOT_SUPPORTED for other resources."]
+    pub fn tether_fixed_size_get_info(
+        resource: *mut tether_resource_t,
+        out: *mut tether_fixed_size_info_t,
+    ) -> tether_status_t;
+}
+#[doc = " The user functions of a callback resource. Initialise with"]
+#[doc = " TETHER_CALLBACK_VTABLE_INIT or tether_callback_vtable_init(); fields are only"]
+#[doc = " ever appended. `context` is the pointer given to tether_callback_resource_create()."]
+#[doc = ""]
+#[doc = " The functions may be called from any thread, several at once: they must be"]
+#[doc = " thread-safe. They are called without any tether lock held, but a pool over"]
+#[doc = " this resource may call allocate while holding the pool's lock, so they must"]
+#[doc = " not use a resource built over this one. To report why they failed, call"]
+#[doc = " tether_callback_set_error() before returning the status."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_callback_vtable {
+    pub struct_size: u32,
+    #[doc = " Required. Store in *out memory of at least `size` bytes (never 0) aligned"]
+    #[doc = " to `alignment` (a power of two, already resolved: never 0), usable by work"]
+    #[doc = " ordered after `stream`, and return TETHER_OK; or return an error status"]
+    #[doc = " (TETHER_ERROR_OUT_OF_MEMORY when there is no memory: pools over this"]
+    #[doc = " resource then try to recover). Returning TETHER_OK with *out NULL counts as"]
+    #[doc = " out of memory; a misaligned pointer is given back to deallocate and"]
+    #[doc = " reported as TETHER_ERROR_INVALID_ARGUMENT."]
+    pub allocate: ::std::option::Option<
+        unsafe extern "C" fn(
+            context: *mut ::std::os::raw::c_void,
+            size: usize,
+            alignment: usize,
+            stream: tether_stream_t,
+            out: *mut *mut ::std::os::raw::c_void,
+        ) -> tether_status_t,
+    >,
+    #[doc = " Required. Give back memory from allocate, with the size and alignment it"]
+    #[doc = " was allocated with. Return TETHER_OK, or an error status to refuse: the"]
+    #[doc = " allocation then stays live (the caller may try again) and the status is"]
+    #[doc = " returned to the caller of tether_resource_deallocate()."]
+    pub deallocate: ::std::option::Option<
+        unsafe extern "C" fn(
+            context: *mut ::std::os::raw::c_void,
+            ptr: *mut ::std::os::raw::c_void,
+            size: usize,
+            alignment: usize,
+            stream: tether_stream_t,
+        ) -> tether_status_t,
+    >,
+    #[doc = " Optional (NULL: nothing to do). Called exactly once, with `context`, when"]
+    #[doc = " the resource is destroyed - after the last reference and the last"]
+    #[doc = " allocation are gone - on whichever thread that happens."]
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(context: *mut ::std::os::raw::c_void)>,
+}
+#[test]
+fn bindgen_test_layout_tether_callback_vtable() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_callback_vtable>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_callback_vtable))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_callback_vtable>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_callback_vtable))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_vtable>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_vtable),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_allocate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_vtable>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allocate) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_vtable),
+                "::",
+                stringify!(allocate)
+            )
+        );
+    }
+    test_field_allocate();
+    fn test_field_deallocate() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_vtable>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).deallocate) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_vtable),
+                "::",
+                stringify!(deallocate)
+            )
+        );
+    }
+    test_field_deallocate();
+    fn test_field_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_vtable>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).destroy) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_vtable),
+                "::",
+                stringify!(destroy)
+            )
+        );
+    }
+    test_field_destroy();
+}
+#[doc = " The user functions of a callback resource. Initialise with"]
+#[doc = " TETHER_CALLBACK_VTABLE_INIT or tether_callback_vtable_init(); fields are only"]
+#[doc = " ever appended. `context` is the pointer given to tether_callback_resource_create()."]
+#[doc = ""]
+#[doc = " The functions may be called from any thread, several at once: they must be"]
+#[doc = " thread-safe. They are called without any tether lock held, but a pool over"]
+#[doc = " this resource may call allocate while holding the pool's lock, so they must"]
+#[doc = " not use a resource built over this one. To report why they failed, call"]
+#[doc = " tether_callback_set_error() before returning the status."]
+pub type tether_callback_vtable_t = tether_callback_vtable;
+extern "C" {
+    #[doc = " Set *vtable to the defaults (all functions NULL). struct_size is the caller's sizeof."]
+    #[doc = " Errors: INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a struct_size smaller"]
+    #[doc = " than the first published layout."]
+    pub fn tether_callback_vtable_init(
+        vtable: *mut tether_callback_vtable_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+#[doc = " Options of tether_callback_resource_create(). Initialise with TETHER_CALLBACK_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_callback_options {
+    pub struct_size: u32,
+    #[doc = " The device whose memory allocate hands out, or TETHER_DEVICE_HOST (the default)."]
+    pub device: i32,
+    #[doc = " Nonzero if kernels on `device` may access the memory (default 0)."]
+    pub device_accessible: i32,
+    #[doc = " Nonzero if host code may access the memory (default 1)."]
+    pub host_accessible: i32,
+}
+#[test]
+fn bindgen_test_layout_tether_callback_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_callback_options>(),
+        16usize,
+        concat!("Size of: ", stringify!(tether_callback_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_callback_options>(),
+        4usize,
+        concat!("Alignment of ", stringify!(tether_callback_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_options),
+                "::",
+                stringify!(device)
+            )
+        );
+    }
+    test_field_device();
+    fn test_field_device_accessible() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_accessible) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_options),
+                "::",
+                stringify!(device_accessible)
+            )
+        );
+    }
+    test_field_device_accessible();
+    fn test_field_host_accessible() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_accessible) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_callback_options),
+                "::",
+                stringify!(host_accessible)
+            )
+        );
+    }
+    test_field_host_accessible();
+}
+#[doc = " Options of tether_callback_resource_create(). Initialise with TETHER_CALLBACK_OPTIONS_INIT."]
+pub type tether_callback_options_t = tether_callback_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (host memory, host-accessible). struct_size is the caller's sizeof."]
+    #[doc = " Errors: INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a too small struct_size."]
+    pub fn tether_callback_options_init(
+        options: *mut tether_callback_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " A resource of kind TETHER_RESOURCE_KIND_CALLBACK (\"callback\") whose"]
+    #[doc = " allocate/deallocate call the functions of `vtable` with `context`."]
+    #[doc = " `vtable` is copied (the caller's struct may go away); options may be NULL"]
+    #[doc = " (host memory). The properties say what the memory is: tether trusts them"]
+    #[doc = " (the current-resource table and the hooks check them)."]
+    #[doc = " Ownership of `context`: on success the resource owns it - destroy(context)"]
+    #[doc = " is called exactly once when the resource is destroyed, and the functions"]
+    #[doc = " may be called with it until then. On failure nothing is called and the"]
+    #[doc = " caller keeps it."]
+    #[doc = " Errors: INVALID_ARGUMENT if vtable is NULL or allocate/deallocate is NULL,"]
+    #[doc = " or for a device below TETHER_DEVICE_HOST; VERSION_MISMATCH for a too small"]
+    #[doc = " struct_size. out: receives +1."]
+    pub fn tether_callback_resource_create(
+        vtable: *const tether_callback_vtable_t,
+        context: *mut ::std::os::raw::c_void,
+        options: *const tether_callback_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " For use inside a vtable function that is about to fail: record `message`"]
+    #[doc = " (copied; NULL or \"\" for none) as the reason, so the failing call's error"]
+    #[doc = " message (tether_last_error_message() of the thread that called allocate or"]
+    #[doc = " deallocate) ends with it. Returns `status`, so a function can end with"]
+    #[doc = " `return tether_callback_set_error(TETHER_ERROR_OUT_OF_MEMORY, \"arena full\");`."]
+    #[doc = " Only the calling thread's next callback failure uses it."]
+    pub fn tether_callback_set_error(
+        status: tether_status_t,
+        message: *const ::std::os::raw::c_char,
+    ) -> tether_status_t;
+}
+#[doc = " Receives one log line: `line` is NUL-terminated, `length` bytes long,"]
+#[doc = " without a newline, and borrowed for the duration of the call. Called on the"]
+#[doc = " thread that allocated or freed, with no tether lock held, possibly from"]
+#[doc = " several threads at once; it must not use the logging adaptor."]
+pub type tether_log_callback_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        line: *const ::std::os::raw::c_char,
+        length: usize,
+        user: *mut ::std::os::raw::c_void,
+    ),
+>;
+#[doc = " Options of tether_logging_adaptor_create(). Initialise with TETHER_LOGGING_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_logging_options {
+    pub struct_size: u32,
+    #[doc = " File to write the log to (created, or truncated if it exists), or NULL. Copied."]
+    pub path: *const ::std::os::raw::c_char,
+    #[doc = " Function that receives every line, or NULL. path, callback or both must be given."]
+    pub callback: tether_log_callback_t,
+    #[doc = " Passed to callback and destroy."]
+    pub user: *mut ::std::os::raw::c_void,
+    #[doc = " Optional: called exactly once with `user` when the adaptor is destroyed"]
+    #[doc = " (and never if creation fails: the caller keeps `user` then)."]
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(user: *mut ::std::os::raw::c_void)>,
+}
+#[test]
+fn bindgen_test_layout_tether_logging_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_logging_options>(),
+        40usize,
+        concat!("Size of: ", stringify!(tether_logging_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_logging_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_logging_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_path() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).path) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_options),
+                "::",
+                stringify!(path)
+            )
+        );
+    }
+    test_field_path();
+    fn test_field_callback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).callback) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_options),
+                "::",
+                stringify!(callback)
+            )
+        );
+    }
+    test_field_callback();
+    fn test_field_user() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).user) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_options),
+                "::",
+                stringify!(user)
+            )
+        );
+    }
+    test_field_user();
+    fn test_field_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).destroy) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_options),
+                "::",
+                stringify!(destroy)
+            )
+        );
+    }
+    test_field_destroy();
+}
+#[doc = " Options of tether_logging_adaptor_create(). Initialise with TETHER_LOGGING_OPTIONS_INIT."]
+pub type tether_logging_options_t = tether_logging_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (no path, no callback). struct_size is the caller's sizeof."]
+    #[doc = " Errors: INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a too small struct_size."]
+    pub fn tether_logging_options_init(
+        options: *mut tether_logging_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " An adaptor that forwards to `upstream` (retained by the adaptor) and logs"]
+    #[doc = " every allocate/free through it to options->path and/or options->callback"]
+    #[doc = " (the header line first). The file is flushed by tether_logging_adaptor_flush()"]
+    #[doc = " and closed (so flushed) when the adaptor is destroyed."]
+    #[doc = " Errors: INVALID_HANDLE for a bad upstream; INVALID_ARGUMENT if options is"]
+    #[doc = " NULL, if neither path nor callback is given, or if the file cannot be"]
+    #[doc = " opened (the message names the path). out: receives +1."]
+    pub fn tether_logging_adaptor_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_logging_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Write out the lines the log file buffers. A no-op for a callback-only adaptor."]
+    #[doc = " Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor."]
+    pub fn tether_logging_adaptor_flush(resource: *mut tether_resource_t) -> tether_status_t;
+}
+#[doc = " Called when an allocation of `size` bytes failed with out-of-memory; return"]
+#[doc = " nonzero to try the allocation again, 0 to let it fail with"]
+#[doc = " TETHER_ERROR_OUT_OF_MEMORY. Called on the allocating thread, with no lock of"]
+#[doc = " the adaptor held, possibly from several threads at once; it may free memory"]
+#[doc = " of any resource, including memory allocated through this adaptor."]
+#[doc = " Returning nonzero without freeing anything retries forever."]
+pub type tether_failure_callback_t = ::std::option::Option<
+    unsafe extern "C" fn(size: usize, user: *mut ::std::os::raw::c_void) -> ::std::os::raw::c_int,
+>;
+#[doc = " Options of tether_failure_callback_adaptor_create(). Initialise with TETHER_FAILURE_CALLBACK_OPTIONS_INIT."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_failure_callback_options {
+    pub struct_size: u32,
+    #[doc = " Required: the function to call on out-of-memory."]
+    pub callback: tether_failure_callback_t,
+    #[doc = " Passed to callback and destroy."]
+    pub user: *mut ::std::os::raw::c_void,
+    #[doc = " Optional: called exactly once with `user` when the adaptor is destroyed"]
+    #[doc = " (and never if creation fails: the caller keeps `user` then)."]
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(user: *mut ::std::os::raw::c_void)>,
+}
+#[test]
+fn bindgen_test_layout_tether_failure_callback_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_failure_callback_options>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_failure_callback_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_failure_callback_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_failure_callback_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_failure_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_failure_callback_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_callback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_failure_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).callback) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_failure_callback_options),
+                "::",
+                stringify!(callback)
+            )
+        );
+    }
+    test_field_callback();
+    fn test_field_user() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_failure_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).user) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_failure_callback_options),
+                "::",
+                stringify!(user)
+            )
+        );
+    }
+    test_field_user();
+    fn test_field_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_failure_callback_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).destroy) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_failure_callback_options),
+                "::",
+                stringify!(destroy)
+            )
+        );
+    }
+    test_field_destroy();
+}
+#[doc = " Options of tether_failure_callback_adaptor_create(). Initialise with TETHER_FAILURE_CALLBACK_OPTIONS_INIT."]
+pub type tether_failure_callback_options_t = tether_failure_callback_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (no callback). struct_size is the caller's sizeof."]
+    #[doc = " Errors: INVALID_ARGUMENT for NULL, VERSION_MISMATCH for a too small struct_size."]
+    pub fn tether_failure_callback_options_init(
+        options: *mut tether_failure_callback_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " An adaptor that forwards to `upstream` (retained by the adaptor); when the"]
+    #[doc = " upstream reports out-of-memory it calls options->callback(size, user) and"]
+    #[doc = " retries while that returns nonzero. Other errors are returned at once."]
+    #[doc = " Errors: INVALID_HANDLE for a bad upstream; INVALID_ARGUMENT if options or"]
+    #[doc = " options->callback is NULL. out: receives +1."]
+    pub fn tether_failure_callback_adaptor_create(
+        upstream: *mut tether_resource_t,
+        options: *const tether_failure_callback_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
 }
