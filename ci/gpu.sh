@@ -10,7 +10,9 @@
 # ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them.
 #
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
-#        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size)
+#        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size;
+#        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
+#        harness runs last, bounded by TETHER_PEER_SECONDS)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -149,16 +151,32 @@ fi
 # The host pool on this (quiet, many-core) machine: vs glibc, the live sweep, footprint, threads.
 for b in bench_pool_vs_malloc bench_pool_vs_malloc_core; do
   if [ -x "$BUILD/benchmarks/c/$b" ]; then
-    step "$b (host pool vs glibc)" "$OUT/bench.log" timeout 240 "$BUILD/benchmarks/c/$b" 1000000 5
+    step "$b (host pool vs glibc)" "$OUT/bench.log" timeout 240 "$BUILD/benchmarks/c/$b" "${TETHER_HOST_BENCH_OPS:-1000000}" 5
   fi
 done
+if [ -x "$BUILD/benchmarks/gpu/bench_catalogue_alloc" ]; then
+  step "bench_catalogue_alloc (arena, binning, pool; 1/4/8 threads)" "$OUT/bench.log" \
+    timeout 240 "$BUILD/benchmarks/gpu/bench_catalogue_alloc" "${TETHER_BENCH_OPS:-20000}" 5
+fi
 if [ "$PY_OK" = 1 ]; then
+  # What the package says about this machine, and a log recorded on the GPU replayed with a plot.
+  step "tether info" "$OUT/env.log" "$PY" -m tether info
+  step "record_and_replay.py --device 0 (tether replay --plot)" "$OUT/bench.log" \
+    "$PY" "$ROOT/examples/python/record_and_replay.py" --device 0 --out "$OUT"
+  rm -f "$OUT/log.csv"
   step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
   step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
     timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
 else
   SUMMARY+=("SKIPPED      bench_python.py, bench_hooks.py (the package did not install)")
+fi
+
+# The peers side by side (../shared/bench copied to .bench; its wheels in .whl): C++ only, bounded.
+if [ -d "$ROOT/.bench" ] && [ "$PY_OK" = 1 ]; then
+  step "peer bench (.bench: RMM pool/arena/binning/async, CCCL, cudaMallocAsync vs tether)" "$OUT/peer.log" \
+    env OUT=/tmp/peer_out TETHER_SITE="$SITE" WHL="$ROOT/.whl" bash -c \
+    'B=/tmp/peer_build; mkdir -p $B; SITE=/tmp/site TETHER_SITE=$TETHER_SITE PYTHON='"$PY"' timeout 150 bash '"$ROOT"'/.bench/build_cpp.sh $B/cpp_alloc_bench && LD_LIBRARY_PATH=/tmp/site/librmm/lib64:/tmp/site/rapids_logger/lib64 timeout ${TETHER_PEER_SECONDS:-200} $B/cpp_alloc_bench --threads 4,8'
 fi
 
 # ---- summary ------------------------------------------------------------------------------------

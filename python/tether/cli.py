@@ -158,11 +158,13 @@ def run_replay(spec: str, ops: Sequence[tuple[int, int, int, int, int]], slot_co
             opts.stream_count = stream_count
         if footprint is not None:
             opts.footprint = footprint._h
-        sample_buf = ffi.new("tether_replay_sample_t[]", max(samples, 1))
+        every = max(n // samples, 1) if samples else 0
+        capacity = n // every + 1 if every else 1
+        sample_buf = ffi.new("tether_replay_sample_t[]", capacity)
         if samples:
-            opts.sample_every = max(n // samples, 1)
+            opts.sample_every = every
             opts.samples = sample_buf
-            opts.sample_capacity = samples
+            opts.sample_capacity = capacity
         failed = ffi.new("uint64_t[]", max(n, 1))
         opts.failed_ops = failed
         opts.failed_capacity = n
@@ -485,13 +487,14 @@ def _plot(path: str, results: list[ReplayResult]) -> None:
     except ImportError:
         raise UsageError("--plot needs matplotlib (pip install 'tether[plot]')") from None
     fig, ax = plt.subplots(figsize=(9, 4.5))
+    first = next((r for r in results if r.timeline), None)
+    if first is not None:  # the trace's live bytes: the same for every stack
+        ax.plot([x[0] for x in first.timeline], [x[2] / 2**20 for x in first.timeline], color="black",
+                linewidth=1, label="live (the trace)")
     for r in results:
-        if not r.timeline:
-            continue
-        ops = [x[0] for x in r.timeline]
-        ax.plot(ops, [x[2] / 2**20 for x in r.timeline], label=f"live: {r.spec}")
-        if r.peak_footprint_bytes:
-            ax.plot(ops, [x[3] / 2**20 for x in r.timeline], linestyle="--", label=f"held from upstream: {r.spec}")
+        if r.timeline and r.peak_footprint_bytes:
+            ax.plot([x[0] for x in r.timeline], [x[3] / 2**20 for x in r.timeline], linestyle="--",
+                    label=f"held from upstream: {r.spec}")
     ax.set_xlabel("operations replayed")
     ax.set_ylabel("MiB")
     ax.set_title("tether replay")

@@ -72,3 +72,24 @@ def test_spilling():
     assert "4 blocks on the device, 2 spilled, 4 MiB in use" in out
     assert "10 events logged, 2 out-of-memory before spilling" in out
     assert "bytes still in use: 0" in out
+
+
+def test_record_and_replay(tmp_path):
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "record_and_replay.py"), "--out", str(tmp_path),
+                           "--allocations", "500"], capture_output=True, text=True, timeout=300, cwd=str(EXAMPLES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recorded = int(proc.stdout.split("recorded ")[1].split()[0])
+    assert recorded > 1000  # 2 threads x 500 steps, then the frees of what was left
+    assert f"{recorded} operations, 2 thread(s)" in proc.stdout  # every event replayed
+    assert "pool(host)\n  time" in proc.stdout and "host\n  time" in proc.stdout
+    assert "FAILED" not in proc.stdout
+
+
+@pytest.mark.gpu
+def test_record_and_replay_on_device_0(tmp_path):
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "record_and_replay.py"), "--device", "0", "--out",
+                           str(tmp_path), "--allocations", "500"], capture_output=True, text=True, timeout=300,
+                          cwd=str(EXAMPLES))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pool(cuda(device=0))\n  time" in proc.stdout
+    assert "2 stream(s)" in proc.stdout or "3 stream(s)" in proc.stdout
