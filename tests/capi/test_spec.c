@@ -150,7 +150,7 @@ static void cuda_specs(void) {
   CHECK(info.pool_size >= total / 100);
   char first[512];
   snprintf(first, sizeof first, "%s", spec_of(r));
-  CHECK(strncmp(first, "statistics(pool(cuda(device=0), initial_size=", 46) == 0);
+  CHECK(strncmp(first, "statistics(pool(cuda(device=0), initial_size=", 45) == 0);
   tether_resource_release(r);
   REQUIRE_OK(tether_resource_create_from_spec(first, &r));
   CHECK(strcmp(spec_of(r), first) == 0);

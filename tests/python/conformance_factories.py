@@ -5,15 +5,6 @@ tests/capi/conformance/factories.cpp.
 
 HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
 
-    "arena_host": Factory(lambda: over(tether.ArenaResource, host())),
-    "arena_host_fixed": Factory(lambda: over(tether.ArenaResource, host(), arena_size="64 MiB"), capacity=64 * MiB),
-    "binning_host": Factory(lambda: over(tether.BinningResource, host(), bins=(8, 16), blocks_to_preallocate=4)),
-    "fixed_size_host": Factory(lambda: over(tether.FixedSizeResource, host(), block_size="8 MiB",
-                                            blocks_to_preallocate=4), capacity=8 * MiB),
-    "callback_python": Factory(python_heap),
-    "pool_callback_python": Factory(lambda: pool(python_heap())),
-    "logging_host": Factory(lambda: over(tether.LoggingAdaptor, host(), callback=lambda line: None)),
-    "failure_callback_host": Factory(lambda: over(tether.FailureCallbackAdaptor, host(), callback=lambda size: False)),
     "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="64 MiB"),
                              capacity=64 * MiB),
 
@@ -58,6 +49,8 @@ def python_heap() -> tether.Resource:
     live: dict[int, Any] = {}
 
     def allocate(size: int, alignment: int, stream: int) -> int:
+        if size + alignment > 1 << 40:
+            raise MemoryError(f"{size} bytes")  # an out-of-memory status, as a C allocator returns
         b = ctypes.create_string_buffer(size + alignment)
         p = (ctypes.addressof(b) + alignment - 1) // alignment * alignment
         live[p] = b
@@ -87,6 +80,7 @@ class Factory:
     gpu: bool = False
     capacity: int = 0
     twins_share_frees: bool = False
+    max_request: int = 0  # the largest single request it serves (a fixed-size block), 0 = no such limit
 
 
 FACTORIES: dict[str, Factory] = {
@@ -100,6 +94,15 @@ FACTORIES: dict[str, Factory] = {
     "statistics_host": Factory(lambda: statistics(host())),
     "statistics_pool_host": Factory(lambda: statistics(pool(host()))),
     "pool_statistics_host": Factory(lambda: pool(statistics(host()))),
+    "arena_host": Factory(lambda: over(tether.ArenaResource, host())),
+    "arena_host_fixed": Factory(lambda: over(tether.ArenaResource, host(), arena_size="64 MiB"), capacity=64 * MiB),
+    "binning_host": Factory(lambda: over(tether.BinningResource, host(), bins=(8, 16), blocks_to_preallocate=4)),
+    "fixed_size_host": Factory(lambda: over(tether.FixedSizeResource, host(), block_size="8 MiB",
+                                            blocks_to_preallocate=4), max_request=8 * MiB),
+    "callback_python": Factory(python_heap),
+    "pool_callback_python": Factory(lambda: pool(python_heap())),
+    "logging_host": Factory(lambda: over(tether.LoggingAdaptor, host(), callback=lambda line: None)),
+    "failure_callback_host": Factory(lambda: over(tether.FailureCallbackAdaptor, host(), callback=lambda size: False)),
     "limiting_host": Factory(lambda: over(tether.LimitingAdaptor, host(), limit="256 MiB"), capacity=256 * MiB),
     "pool_limiting_host": Factory(lambda: pool(over(tether.LimitingAdaptor, host(), limit="256 MiB")),
                                   capacity=256 * MiB),
@@ -128,6 +131,12 @@ FACTORIES: dict[str, Factory] = {
     "arena_cuda": Factory(lambda: over(tether.ArenaResource, tether.CudaResource(0)), gpu=True),
     "binning_cuda": Factory(lambda: over(tether.BinningResource, tether.CudaResource(0), bins=(8, 16),
                                          blocks_to_preallocate=8), gpu=True),
+    "fixed_size_cuda": Factory(lambda: over(tether.FixedSizeResource, tether.CudaResource(0), block_size="8 MiB",
+                                            blocks_to_preallocate=4), gpu=True, max_request=8 * MiB),
+    "logging_cuda": Factory(lambda: over(tether.LoggingAdaptor, tether.CudaResource(0), callback=lambda line: None),
+                            gpu=True),
+    "failure_callback_cuda": Factory(lambda: over(tether.FailureCallbackAdaptor, tether.CudaResource(0),
+                                                  callback=lambda size: False), gpu=True),
     "limiting_cuda": Factory(lambda: over(tether.LimitingAdaptor, tether.CudaResource(0), limit="4 GiB"), gpu=True,
                              capacity=4 * GiB, twins_share_frees=True),
     "tracking_async": Factory(lambda: over(tether.TrackingAdaptor, tether.AsyncResource(0)), gpu=True),

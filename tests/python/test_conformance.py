@@ -39,7 +39,8 @@ class Subject:
         self.device = not self.host and self.r.device_accessible
 
     def can_serve(self, n: int) -> bool:
-        return self.factory.capacity == 0 or n <= self.factory.capacity // 2
+        return ((self.factory.capacity == 0 or n <= self.factory.capacity // 2)
+                and (self.factory.max_request == 0 or n <= self.factory.max_request))
 
     @staticmethod
     def windows(n: int) -> list[tuple[int, int]]:
@@ -384,6 +385,10 @@ def test_out_of_memory_leaves_it_usable_and_unchanged(subject: Subject) -> None:
         assert counters(r) == at_full
         for p in full:
             r.deallocate(p, block)
+    if subject.factory.max_request:  # one byte above the largest request it serves
+        with pytest.raises(tether.OutOfMemoryError):
+            r.allocate(subject.factory.max_request + 1)
+        assert counters(r) == before
     after = r.allocate(64 * KiB)  # still usable, what it held intact
     subject.fill(after, 0x33, 64 * KiB)
     assert subject.holds(before_p, 0x5A, 1000) and subject.holds(after, 0x33, 64 * KiB)
