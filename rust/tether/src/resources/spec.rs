@@ -8,7 +8,7 @@ use crate::Resource;
 
 impl Resource {
     /// Build the resource stack that `spec` names (`tether_resource_create_from_spec`),
-    /// e.g. `"statistics(pool(host(), initial_size=1MiB))"` (syntax: docs/specs.rst).
+    /// e.g. `"statistics(pool(host, initial_size=1MiB))"` (syntax: docs/specs.rst).
     /// The result retains its upstreams. `InvalidArgument` for a spec that does
     /// not parse; the message names the position and the token.
     pub fn from_spec(spec: &str) -> Result<Resource> {
