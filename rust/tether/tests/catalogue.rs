@@ -115,7 +115,7 @@ fn tracking_lists_outstanding_allocations_and_reports() {
     assert_eq!(recs.len(), 2);
     assert_eq!((recs[0].size, recs[1].size), (4096, 1024));
     assert!(recs[0].sequence < recs[1].sequence);
-    assert_eq!(recs[0].ptr, a.as_ptr() as *mut u8);
+    assert_eq!(recs[0].ptr, a.as_ptr());
     let report = t.tracking_report().unwrap();
     assert!(report.contains("2 outstanding allocations"), "{report}");
     assert!(report.contains("size=4096") && report.contains("size=1024"), "{report}");
