@@ -254,21 +254,19 @@ fn aligned_and_prefetch_adaptors() {
     assert!(e.message().contains("alignment"), "{e}");
     assert_eq!(host.aligned_options().unwrap_err().kind(), ErrorKind::NotSupported);
 
-    // Prefetch over host memory: created or refused with a reason, never a crash;
-    // over managed memory only with a device (skipped without one).
-    match Resource::prefetch_adaptor(&host) {
-        Ok(p) => {
-            assert_eq!(p.kind().unwrap(), ResourceKind::Prefetch);
-            drop(p.buffer(64, S).unwrap());
-        }
-        Err(e) => assert!(!e.message().is_empty()),
-    }
+    // Prefetch needs managed memory: over host memory it says so, naming the argument.
+    let e = Resource::prefetch_adaptor(&host).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("upstream"), "{e}");
     match Resource::managed(0) {
-        Ok(m) => {
-            let p = Resource::prefetch_adaptor(&m).unwrap();
-            assert_eq!(p.kind().unwrap(), ResourceKind::Prefetch);
-            drop(p.buffer(1 << 20, S).unwrap());
-        }
+        Ok(m) => match Resource::prefetch_adaptor(&m) {
+            Ok(p) => {
+                assert_eq!(p.kind().unwrap(), ResourceKind::Prefetch);
+                drop(p.buffer(1 << 20, S).unwrap());
+            }
+            // A device without concurrent managed access cannot prefetch.
+            Err(e) => assert_eq!(e.kind(), ErrorKind::NotSupported, "{e}"),
+        },
         Err(e) => {
             assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
             eprintln!("skipped the managed prefetch check: {e}");
@@ -419,4 +417,42 @@ fn specs_build_stacks_and_round_trip() {
         Resource::from_spec("ho\0st").unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
+}
+
+#[test]
+fn catalogue_over_a_cuda_upstream() {
+    let _g = census();
+    let cuda = match Resource::cuda(0) {
+        Ok(r) => r,
+        Err(e) => {
+            // No GPU here: say why and skip, as the other GPU tests do.
+            assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let stack = [
+        Resource::arena(&cuda).build().unwrap(),
+        Resource::binning(&cuda)
+            .min_size_exponent(8)
+            .max_size_exponent(12)
+            .build()
+            .unwrap(),
+        Resource::fixed_size(&cuda).block_size(1 << 16).build().unwrap(),
+        Resource::limiting_adaptor(&cuda, 1 << 30).unwrap(),
+        Resource::tracking_adaptor(&cuda).build().unwrap(),
+        Resource::logging_adaptor(&cuda).callback(|_| ()).build().unwrap(),
+        Resource::failure_callback_adaptor(&cuda, |_| false).unwrap(),
+        Resource::aligned_adaptor(&cuda).alignment(4096).build().unwrap(),
+    ];
+    for r in &stack {
+        let p = r.properties().unwrap();
+        assert!(p.device_accessible && !p.host_accessible, "{}", r.name());
+        let b = r.buffer(1000, S).unwrap();
+        assert!(
+            b.as_slice().is_err(),
+            "device memory is not a host slice ({})",
+            r.name()
+        );
+    }
 }
