@@ -456,3 +456,47 @@ fn catalogue_over_a_cuda_upstream() {
         );
     }
 }
+
+#[test]
+fn rust_callbacks_run_on_many_threads_at_once() {
+    let _g = census();
+    let live = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let heap = Resource::callback(Heap {
+        live: Arc::clone(&live),
+        dropped: Arc::clone(&dropped),
+        fail_above: 1 << 20,
+    })
+    .build()
+    .unwrap();
+    let lines = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&lines);
+    let log = Resource::logging_adaptor(&heap)
+        .callback(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    drop(heap);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let log = &log;
+            s.spawn(move || {
+                for i in 0..200 {
+                    let b = log.buffer(64 + t * 8 + i, S).unwrap();
+                    drop(b);
+                }
+            });
+        }
+    });
+    // The header line, then one allocate and one free line per buffer.
+    assert_eq!(lines.load(Ordering::SeqCst), 1 + 2 * 4 * 200);
+    assert_eq!(live.load(Ordering::SeqCst), 0);
+    drop(log);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the stack is gone, the Rust value dropped once"
+    );
+    assert_eq!(Arc::strong_count(&lines), 1);
+}
