@@ -84,6 +84,26 @@ impl Error {
         }
     }
 
+    /// An error of kind `kind` with `message`, e.g. for a [`crate::CallbackMemory`]
+    /// implementation to report why it failed. `ErrorKind::Other(0)` (which
+    /// would be `TETHER_OK`) becomes `TETHER_ERROR_INTERNAL`.
+    pub fn from_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
+        let code = match kind {
+            ErrorKind::InvalidArgument => sys::TETHER_ERROR_INVALID_ARGUMENT,
+            ErrorKind::InvalidHandle => sys::TETHER_ERROR_INVALID_HANDLE,
+            ErrorKind::OutOfMemory => sys::TETHER_ERROR_OUT_OF_MEMORY,
+            ErrorKind::NotSupported => sys::TETHER_ERROR_NOT_SUPPORTED,
+            ErrorKind::NoDevice => sys::TETHER_ERROR_NO_DEVICE,
+            ErrorKind::Cuda => sys::TETHER_ERROR_CUDA,
+            ErrorKind::Locked => sys::TETHER_ERROR_LOCKED,
+            ErrorKind::VersionMismatch => sys::TETHER_ERROR_VERSION_MISMATCH,
+            ErrorKind::ShuttingDown => sys::TETHER_ERROR_SHUTTING_DOWN,
+            ErrorKind::Internal | ErrorKind::Other(sys::TETHER_OK) => sys::TETHER_ERROR_INTERNAL,
+            ErrorKind::Other(code) => code,
+        };
+        Error::new(code, message)
+    }
+
     /// The C status code (`tether_status_t`, never `TETHER_OK`).
     pub fn code(&self) -> u32 {
         self.code

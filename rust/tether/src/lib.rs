@@ -44,7 +44,11 @@ pub use current::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use resource::{PoolInfo, Properties, Resource, ResourceKind, Statistics};
-pub use resources::{AsyncBuilder, PoolBuilder};
+pub use resources::{
+    AlignedBuilder, AlignedOptions, ArenaBuilder, ArenaInfo, AsyncBuilder, BinningBuilder, BinningInfo,
+    CallbackBuilder, CallbackMemory, FixedSizeBuilder, FixedSizeInfo, LoggingBuilder, PoolBuilder, TrackingBuilder,
+    TrackingRecord,
+};
 pub use types::{Device, Stream};
 
 /// The raw bindings this crate is built on.

@@ -135,7 +135,12 @@ pub struct PoolInfo {
 ///
 /// Constructors for each type live next to their builders: [`Resource::host`],
 /// [`Resource::pool`], [`Resource::statistics_adaptor`], [`Resource::cuda`],
-/// [`Resource::cuda_async`], [`Resource::managed`], [`Resource::pinned_host`].
+/// [`Resource::cuda_async`], [`Resource::managed`], [`Resource::pinned_host`],
+/// [`Resource::arena`], [`Resource::binning`], [`Resource::fixed_size`],
+/// [`Resource::limiting_adaptor`], [`Resource::tracking_adaptor`],
+/// [`Resource::logging_adaptor`], [`Resource::failure_callback_adaptor`],
+/// [`Resource::aligned_adaptor`], [`Resource::prefetch_adaptor`],
+/// [`Resource::callback`]; a whole stack from a spec string with [`Resource::from_spec`].
 pub struct Resource {
     raw: NonNull<sys::tether_resource_t>,
 }
