@@ -46,7 +46,7 @@ def _leaf_kind(resource: Resource) -> int:
         up = r.upstream
         r.close()
         r = up
-    return kind
+    return int(kind)
 
 
 def _core_stream(stream):
@@ -149,7 +149,7 @@ class MemoryResource(_CoreMemoryResource):
     @property
     def is_managed(self) -> bool:
         """True if the memory is CUDA managed memory (a ManagedResource at the end of the chain)."""
-        return self._managed
+        return bool(self._managed)
 
     @property
     def device_id(self) -> int:
