@@ -2,7 +2,7 @@
 # mypy --strict on the Python package (python/tether); pass = exit status 0.
 # Settings live in pyproject.toml [tool.mypy] (strict, Python 3.10, and
 # ignore_missing_imports only for the optional libraries the integration
-# modules import: torch, cupy, numba, cuda.core, rmm, distributed/dask).
+# modules import: torch, cupy, numba, cuda.core / cuda.bindings, rmm).
 # Installs mypy into .venv (made by ci/setup.sh) if it is missing there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
