@@ -40,6 +40,8 @@ ci/abi.sh
 step "Python package (pip install .) and pytest"
 python -m pip install -q --no-build-isolation .
 python -m pytest tests/python -q -ra
+step "mypy --strict on python/tether (ci/typecheck.sh)"
+ci/typecheck.sh
 
 step "Rust frontend (cargo test, bindings check, rustdoc, clippy, Rust<->C++ and Rust<->Python)"
 ci/rust.sh

@@ -48,7 +48,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def abi_version() -> int:
     """The ABI version of the loaded libtether (its SOVERSION)."""
-    return lib.tether_abi_version()
+    return int(lib.tether_abi_version())
 
 
 def get_include() -> str:

@@ -13,15 +13,17 @@ as long as this wrapper is open, and must not outlive an explicit close().
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import functools
 import operator
+from typing import Any, TypeVar, cast
 
-from ._convert import CURRENT_DEVICE, device_value, handle_value, parse_size, stream_value
+from ._convert import CURRENT_DEVICE, Size, StreamLike, device_value, handle_value, parse_size, stream_value
 from ._errors import InvalidArgumentError, NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
-from ._resources import Resource, ResourceKind, wrap_borrowed
+from ._resources import Resource, wrap_borrowed
 
 # DLPack device types (DLDeviceType).
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
@@ -31,6 +33,7 @@ _create = lib._tether_py_buffer_create
 _last_status = lib._tether_py_last_status
 _gc = ffi.gc
 _HOST = lib.TETHER_DEVICE_HOST
+_W = TypeVar("_W")
 
 
 class Buffer(Handle):
@@ -49,7 +52,8 @@ class Buffer(Handle):
     __slots__ = ("_pin",)
     _release = lib.tether_buffer_release
 
-    def __init__(self, size, resource: Resource | None = None, device: int | None = None, stream=None):
+    def __init__(self, size: Size, resource: Resource | None = None, device: int | None = None,
+                 stream: StreamLike = None) -> None:
         if size.__class__ is not int or size < 0:
             size = parse_size(size)
         if resource is None:
@@ -94,7 +98,7 @@ class Buffer(Handle):
 
     # ---- queries --------------------------------------------------------------
 
-    def _info(self, h=None):
+    def _info(self, h: Any = None) -> Any:
         info = ffi.new("tether_buffer_info_t*")
         info.struct_size = ffi.sizeof("tether_buffer_info_t")
         self._check(lib.tether_buffer_get_info(self._live() if h is None else h, info))
@@ -105,7 +109,7 @@ class Buffer(Handle):
         """How many exports pin the memory now (``tether_buffer_get_pin_count``); resize needs 0."""
         out = ffi.new("size_t*")
         self._check(lib.tether_buffer_get_pin_count(self._live(), out))
-        return out[0]
+        return int(out[0])
 
     @property
     def _exported(self) -> bool:
@@ -135,7 +139,7 @@ class Buffer(Handle):
         """Size in bytes."""
         out = ffi.new("size_t*")
         self._check(lib.tether_buffer_get_size(self._live(), out))
-        return out[0]
+        return int(out[0])
 
     def __len__(self) -> int:
         return self.size
@@ -162,12 +166,12 @@ class Buffer(Handle):
     @property
     def device(self) -> int:
         """The device of the memory, or tether.HOST (-1) for host memory."""
-        return self._info().device
+        return int(self._info().device)
 
     @property
     def stream(self) -> int:
         """The stream the memory is ordered on (and will be freed on)."""
-        return self._info().stream
+        return int(self._info().stream)
 
     @property
     def device_accessible(self) -> bool:
@@ -181,11 +185,11 @@ class Buffer(Handle):
 
     # ---- changes --------------------------------------------------------------
 
-    def set_stream(self, stream) -> None:
+    def set_stream(self, stream: StreamLike) -> None:
         """Order the buffer on ``stream`` from now on (the caller orders it after the old one)."""
         self._check(lib.tether_buffer_set_stream(self._live(), stream_value(stream)))
 
-    def resize(self, new_size) -> None:
+    def resize(self, new_size: Size) -> None:
         """Reallocate to ``new_size`` bytes from the same resource, keeping the common prefix.
 
         Earlier ``ptr`` values become invalid. Raises PinnedError (a BufferError
@@ -206,7 +210,7 @@ class Buffer(Handle):
 
     # ---- copies ---------------------------------------------------------------
 
-    def copy_from_host(self, src, offset: int = 0) -> None:
+    def copy_from_host(self, src: object, offset: Size = 0) -> None:
         """Copy the bytes of ``src`` (bytes, bytearray, memoryview, a contiguous numpy array...)
         into the buffer at ``offset``. Returns when the copy is complete."""
         h = self._live()
@@ -218,7 +222,7 @@ class Buffer(Handle):
                             f"numpy array...), not {type(src).__name__}") from None
         self._check(lib.tether_buffer_copy_from_host(h, offset, data, len(data)))
 
-    def copy_to_host(self, out=None, offset: int = 0, size=None):
+    def copy_to_host(self, out: _W | None = None, offset: Size = 0, size: Size | None = None) -> _W | bytearray:
         """Copy bytes of the buffer (from ``offset``) to host memory; returns when complete.
 
         out=None: returns a new bytearray of ``size`` bytes (default: up to the end).
@@ -227,29 +231,30 @@ class Buffer(Handle):
         """
         h = self._live()
         offset = parse_size(offset, "offset")
+        target: Any = out
         if out is None:
             have = self.size
             n = max(have - offset, 0) if size is None else parse_size(size)
             if offset > have or n > have - offset:  # before allocating n bytes for nothing
                 raise InvalidArgumentError(f"copy_to_host: offset {offset} + size {n} exceeds the buffer's {have} bytes")
-            out = bytearray(n)
+            target = bytearray(n)
         try:
-            dst = ffi.from_buffer(out, require_writable=True)
+            dst = ffi.from_buffer(target, require_writable=True)
         except (TypeError, BufferError):  # not a buffer, or a read-only one (bytes)
             raise TypeError(f"out must be a writable bytes-like object (bytearray, numpy array, memoryview...), "
-                            f"not {'read-only ' if isinstance(out, (bytes, memoryview)) else ''}"
-                            f"{type(out).__name__}") from None
+                            f"not {'read-only ' if isinstance(target, (bytes, memoryview)) else ''}"
+                            f"{type(target).__name__}") from None
         n = len(dst) if size is None else parse_size(size)
         if n > len(dst):
             raise ValueError(f"out has {len(dst)} bytes, fewer than size={n}")
         self._check(lib.tether_buffer_copy_to_host(h, offset, dst, n))
-        return out
+        return cast("_W | bytearray", target)
 
     def tobytes(self) -> bytes:
         """The buffer's contents as bytes (a copy)."""
         return bytes(self.copy_to_host())
 
-    def copy_from(self, src: "Buffer", size=None) -> None:
+    def copy_from(self, src: "Buffer", size: Size | None = None) -> None:
         """Copy ``size`` bytes (default: all of src) from buffer ``src`` to the start of this one.
 
         Ordered on this buffer's stream; asynchronous for device memory.
@@ -286,12 +291,12 @@ class Buffer(Handle):
         data = _gc(ffi.cast("char*", info.ptr), functools.partial(lib._tether_py_release_view, h))
         return memoryview(ffi.buffer(data, info.size))
 
-    def __buffer__(self, flags: int) -> memoryview:
+    def __buffer__(self, flags: int) -> builtins.memoryview:
         """PEP 688 (Python >= 3.12): ``memoryview(buf)``, ``bytes(buf)``; same as memoryview()."""
         return self.memoryview()
 
     @property
-    def __array_interface__(self) -> dict:
+    def __array_interface__(self) -> dict[str, Any]:
         """The numpy array interface (v3) of host-accessible memory: 1-D uint8, zero-copy.
 
         'data' is a memoryview (see memoryview()), which numpy keeps as the
@@ -305,7 +310,7 @@ class Buffer(Handle):
     # ---- exports: CUDA ----------------------------------------------------------
 
     @property
-    def __cuda_array_interface__(self) -> dict:
+    def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA array interface (v3) of device-accessible memory: 1-D uint8.
 
         'stream' is the buffer's stream for the consumer to synchronise with;
@@ -328,7 +333,8 @@ class Buffer(Handle):
         (3, 0) pinned host, (13, d) managed."""
         return _dl_device(self, self._info())
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: StreamLike = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> object:
         """A DLPack capsule of the bytes as a 1-D uint8 tensor (array API / DLPack 1.0 protocol).
 
         The tensor holds its own reference to the memory, given back by its
@@ -380,7 +386,7 @@ class Buffer(Handle):
         where = "host" if info.device == _HOST else f"device {info.device}"
         return f"<tether.Buffer {info.size} bytes, {where}, ptr=0x{int(ffi.cast('uintptr_t', info.ptr)):x}>"
 
-def _dlpack_versioned(max_version) -> int:
+def _dlpack_versioned(max_version: Any) -> int:
     """1 for a DLManagedTensorVersioned (the consumer accepts DLPack >= 1.0), 0 for the legacy struct."""
     if max_version is None:
         return 0
@@ -392,7 +398,7 @@ def _dlpack_versioned(max_version) -> int:
     return 1 if major >= 1 else 0
 
 
-def _dlpack_device_argument(dl_device) -> tuple[int, int]:
+def _dlpack_device_argument(dl_device: Any) -> tuple[int, int]:
     try:
         device_type, device_id = dl_device
         return (operator.index(device_type), operator.index(device_id))
@@ -407,24 +413,24 @@ def _leaf_kind(buffer: Buffer) -> int:
     while True:
         up = r.upstream
         if up is None:
-            return r._kind
+            return int(r._kind)
         r.close()
         r = up
 
 
-def _dl_device(buffer: Buffer, info) -> tuple[int, int]:
+def _dl_device(buffer: Buffer, info: Any) -> tuple[int, int]:
     host, dev_acc = bool(info.host_accessible), bool(info.device_accessible)
     if host and not dev_acc:
         return (kDLCPU, 0)
     if dev_acc and not host:
         return (kDLCUDA, info.device)
     kind = _leaf_kind(buffer)  # both: pinned host or managed
-    if kind == ResourceKind.MANAGED or (kind != ResourceKind.PINNED_HOST and info.device >= 0):
+    if kind == lib.TETHER_RESOURCE_KIND_MANAGED or (kind != lib.TETHER_RESOURCE_KIND_PINNED_HOST and info.device >= 0):
         return (kDLCUDAManaged, max(info.device, 0))
     return (kDLCUDAHost, 0)
 
 
-def _sync_for_consumer(dev: tuple[int, int], info, stream) -> None:
+def _sync_for_consumer(dev: tuple[int, int], info: Any, stream: StreamLike) -> None:
     """Make the memory safe to use on the consumer's stream (DLPack stream semantics)."""
     if stream == -1:
         return  # the consumer asked for no synchronisation

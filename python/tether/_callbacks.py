@@ -80,12 +80,12 @@ def status_of(exc: BaseException) -> int:
     if isinstance(exc, TetherError):
         return exc.code
     if isinstance(exc, MemoryError):
-        return lib.TETHER_ERROR_OUT_OF_MEMORY
+        return int(lib.TETHER_ERROR_OUT_OF_MEMORY)
     if isinstance(exc, ValueError):
-        return lib.TETHER_ERROR_INVALID_ARGUMENT
+        return int(lib.TETHER_ERROR_INVALID_ARGUMENT)
     if isinstance(exc, NotImplementedError):
-        return lib.TETHER_ERROR_NOT_SUPPORTED
-    return lib.TETHER_ERROR_INTERNAL
+        return int(lib.TETHER_ERROR_NOT_SUPPORTED)
+    return int(lib.TETHER_ERROR_INTERNAL)
 
 
 def _fail(exc: BaseException, status: int | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import re
 from fractions import Fraction
+from typing import Protocol, SupportsIndex, Union, cast
 
 from ._ffi import ffi, lib
 
@@ -16,6 +17,28 @@ UINTPTR_MAX = (1 << UINTPTR_BITS) - 1
 HOST: int = lib.TETHER_DEVICE_HOST
 #: "The calling thread's current CUDA device" (``TETHER_DEVICE_CURRENT``).
 CURRENT_DEVICE: int = lib.TETHER_DEVICE_CURRENT
+
+
+
+class CudaStreamProtocol(Protocol):
+    """An object exporting the CUDA stream protocol (cuda.core, CuPy, ...): ``(version, handle)``."""
+
+    def __cuda_stream__(self) -> tuple[int, int]: ...
+
+
+class HasCudaStream(Protocol):
+    """An object with an int ``cuda_stream`` attribute (``torch.cuda.Stream``)."""
+
+    @property
+    def cuda_stream(self) -> int: ...
+
+
+#: A byte count: an int or a string such as ``"64 MiB"`` (see :func:`parse_size`).
+Size = Union[int, str]
+#: A stream argument: None (stream 0), a CUstream value, or a stream object.
+StreamLike = Union[None, int, CudaStreamProtocol, HasCudaStream]
+#: A CUDA device id (or ``HOST`` / ``CURRENT_DEVICE``).
+Device = int
 
 _UNITS = {
     "": 1, "b": 1,
@@ -63,7 +86,7 @@ def parse_size(value: object, what: str = "size") -> int:
         n = int(value)
     else:
         try:
-            n = operator.index(value)
+            n = operator.index(cast(SupportsIndex, value))
         except TypeError:
             raise TypeError(f"{what} must be an int or a string like '64 MiB', not {type(value).__name__}") from None
     if n < 0:
@@ -88,22 +111,23 @@ def stream_value(stream: object) -> int:
     """
     if stream is None:
         return 0
+    value: int
     if isinstance(stream, int) and not isinstance(stream, bool):
         value = stream
     elif hasattr(stream, "__cuda_stream__"):
-        proto = stream.__cuda_stream__()
+        proto = cast(CudaStreamProtocol, stream).__cuda_stream__()
         try:
-            _version, value = proto
+            _version, handle = proto
         except (TypeError, ValueError):
             raise TypeError(f"__cuda_stream__() of {type(stream).__name__} returned {proto!r}, "
                             "expected a (version, handle) tuple") from None
         try:
-            value = operator.index(value)
+            value = operator.index(handle)
         except TypeError:
             raise TypeError(f"__cuda_stream__() of {type(stream).__name__} returned a handle of type "
-                            f"{type(value).__name__}, expected an int") from None
+                            f"{type(handle).__name__}, expected an int") from None
     elif isinstance(getattr(stream, "cuda_stream", None), int):
-        value = stream.cuda_stream
+        value = cast(HasCudaStream, stream).cuda_stream
     else:
         raise TypeError(f"stream must be None, an int or an object with __cuda_stream__, "
                         f"not {type(stream).__name__}")
@@ -119,7 +143,7 @@ def device_value(device: object) -> int:
     if isinstance(device, bool):
         raise TypeError("device must be an int (a CUDA device id, tether.HOST or tether.CURRENT_DEVICE)")
     try:
-        d = operator.index(device)
+        d = operator.index(cast(SupportsIndex, device))
     except TypeError:
         raise TypeError(f"device must be an int (a CUDA device id, tether.HOST or "
                         f"tether.CURRENT_DEVICE), not {type(device).__name__}") from None
@@ -133,7 +157,7 @@ def handle_value(handle: object, what: str = "handle") -> int:
     if isinstance(handle, bool):
         raise TypeError(f"{what} must be an int (a C handle value), not bool")
     try:
-        h = operator.index(handle)
+        h = operator.index(cast(SupportsIndex, handle))
     except TypeError:
         raise TypeError(f"{what} must be an int (a C handle value), not {type(handle).__name__}") from None
     if not 0 <= h <= UINTPTR_MAX:
@@ -146,7 +170,7 @@ def alignment_value(alignment: object) -> int:
     if isinstance(alignment, bool):
         raise TypeError("alignment must be an int")
     try:
-        a = operator.index(alignment)
+        a = operator.index(cast(SupportsIndex, alignment))
     except TypeError:
         raise TypeError(f"alignment must be an int (0 or a power of two), not {type(alignment).__name__}") from None
     if a < 0 or a > SIZE_MAX:

@@ -7,7 +7,7 @@ False instead), and host-side resources keep working.
 
 from __future__ import annotations
 
-from ._convert import device_value, stream_value
+from ._convert import Device, Size, StreamLike, device_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, new_options, register
@@ -17,7 +17,7 @@ def cuda_device_count() -> int:
     """Number of CUDA devices. Raises NoDeviceError if there is no usable driver."""
     out = ffi.new("int*")
     check(lib.tether_cuda_get_device_count(out))
-    return out[0]
+    return int(out[0])
 
 
 def cuda_available() -> bool:
@@ -32,22 +32,22 @@ def cuda_driver_version() -> int:
     """The driver's CUDA version, e.g. 13000 for 13.0. Raises NoDeviceError without a driver."""
     out = ffi.new("int*")
     check(lib.tether_cuda_get_driver_version(out))
-    return out[0]
+    return int(out[0])
 
 
 def current_device() -> int:
     """The calling thread's current CUDA device (its current context's device, else 0)."""
     out = ffi.new("int*")
     check(lib.tether_cuda_get_current_device(out))
-    return out[0]
+    return int(out[0])
 
 
-def stream_synchronize(device: int, stream: int) -> None:
+def stream_synchronize(device: Device, stream: StreamLike) -> None:
     """Wait until all work on ``stream`` of ``device`` is done."""
     check(lib.tether_cuda_stream_synchronize(device_value(device), stream_value(stream)))
 
 
-def _device(device) -> int:
+def _device(device: int | None) -> int:
     return current_device() if device is None else device_value(device)
 
 
@@ -78,8 +78,9 @@ class AsyncResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, device: int | None = None, initial_pool_size=None, release_threshold=None,
-                 maximum_pool_size=None, use_default_pool: bool = False, ipc_handle_type=None) -> None:
+    def __init__(self, device: int | None = None, initial_pool_size: Size | None = None,
+                 release_threshold: Size | None = None, maximum_pool_size: Size | None = None,
+                 use_default_pool: bool = False, ipc_handle_type: str | int | None = None) -> None:
         opts = new_options("tether_async_options_t", lib.tether_async_options_init,
                            initial_pool_size=initial_pool_size, release_threshold=release_threshold,
                            maximum_pool_size=maximum_pool_size)

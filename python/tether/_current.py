@@ -141,7 +141,7 @@ def _resolve(device: int) -> int:
     if device == CURRENT_DEVICE:
         out = ffi.new("int*")
         check(lib.tether_cuda_get_current_device(out))
-        return out[0]
+        return int(out[0])
     return device
 
 
@@ -152,7 +152,7 @@ def _current_is(slot: int, handle: object) -> bool:
         return False
     same = out[0] == handle
     lib.tether_resource_release(out[0])
-    return same
+    return bool(same)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ class TetherError(Exception):
     @property
     def status_name(self) -> str:
         """The enumerator's name, e.g. ``"TETHER_ERROR_OUT_OF_MEMORY"``."""
-        return ffi.string(lib.tether_status_name(self.code)).decode("ascii", "replace")
+        return str(ffi.string(lib.tether_status_name(self.code)).decode("ascii", "replace"))
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable (multiprocessing, pytest-xdist)
         return (type(self), (str(self), self.code))

@@ -6,15 +6,27 @@ checks run exactly once, at ``import tether``.
 
 from __future__ import annotations
 
-try:
-    from ._tether import ffi, lib
-except ImportError as e:  # pragma: no cover - only for broken installs
-    raise ImportError(
-        "tether: cannot load the compiled extension tether._tether "
-        f"({e}). Install the package with 'pip install .' (it builds the extension "
-        "and ships libtether.so); importing the source tree does not work.") from e
+from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+if TYPE_CHECKING:
+    # The cffi objects are generated at build time from the headers and carry
+    # no type information: every ``lib.tether_*`` function and every ``ffi``
+    # method is ``Any`` to the type checker. This is the only place where that
+    # untyped surface enters the package; the callers convert what comes back
+    # (int(...), bool(...), str) before returning it from a typed function.
+    ffi: Any
+    lib: Any
+    __version__: str
+else:
+    try:
+        from ._tether import ffi, lib
+    except ImportError as e:  # pragma: no cover - only for broken installs
+        raise ImportError(
+            "tether: cannot load the compiled extension tether._tether "
+            f"({e}). Install the package with 'pip install .' (it builds the extension "
+            "and ships libtether.so); importing the source tree does not work.") from e
+
+    from ._version import __version__
 
 
 def check_versions(package_version: str, compiled_version: str, compiled_abi: int, runtime_abi: int,
@@ -45,7 +57,8 @@ def check_versions(package_version: str, compiled_version: str, compiled_abi: in
 
 def library_path() -> str:
     """The file libtether was loaded from."""
-    return ffi.string(lib._tether_py_library_path()).decode("utf-8", "replace")
+    path: bytes = ffi.string(lib._tether_py_library_path())
+    return path.decode("utf-8", "replace")
 
 
 check_versions(

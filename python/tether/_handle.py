@@ -37,6 +37,9 @@ class Handle:
 
     __slots__ = ("_h", "__weakref__")
 
+    #: The owned C handle (a cffi pointer), None once closed.
+    _h: Any
+
     #: The C function that drops one reference (tether_resource_release / tether_buffer_release).
     _release: Callable[[Any], Any]
 

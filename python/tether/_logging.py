@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, cast
 
 from . import _callbacks
 from ._errors import check
@@ -38,7 +38,7 @@ class LoggingAdaptor(UpstreamAdaptor):
     def __init__(self, upstream: Resource | None = None, path: str | os.PathLike[str] | None = None,
                  callback: Callable[[str], object] | None = None, *, upstream_mr: Resource | None = None,
                  log_file_name: str | os.PathLike[str] | None = None) -> None:
-        path = _alias(path, log_file_name, "path", "log_file_name")
+        path = cast("str | os.PathLike[str] | None", _alias(path, log_file_name, "path", "log_file_name"))
         up = self._upstream_handle(upstream, upstream_mr)
         if path is None and callback is None:
             raise TypeError("LoggingAdaptor() needs a path or a callback (or both)")

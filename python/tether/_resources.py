@@ -9,9 +9,9 @@ kind (``Resource.from_handle``), each wrapper holding its own reference.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar, cast
 
-from ._convert import alignment_value, handle_value, optional_size, parse_size, stream_value
+from ._convert import Size as Size, StreamLike as StreamLike, alignment_value, handle_value, optional_size, parse_size, stream_value
 from ._errors import InvalidHandleError, check, closed_error, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -111,11 +111,8 @@ class PoolInfo(struct_tuple("tether_pool_info_t")):  # type: ignore[misc]
     __slots__ = ()
 
 
-_CLASSES: dict[int, type] = {}
-_C = TypeVar("_C", bound=type)
-
-#: What a size argument accepts: an int or a string like "64 MiB".
-Size: TypeAlias = "int | str"
+_CLASSES: dict[int, type[Resource]] = {}
+_C = TypeVar("_C", bound="type[Resource]")
 
 
 def _register(kind: int) -> Callable[[_C], _C]:
@@ -125,14 +122,14 @@ def _register(kind: int) -> Callable[[_C], _C]:
     return deco
 
 
-def _properties(h):
+def _properties(h: Any) -> Any:
     props = ffi.new("tether_resource_properties_t*")
     props.struct_size = ffi.sizeof("tether_resource_properties_t")
     check(lib.tether_resource_get_properties(h, props))
     return props
 
 
-def wrap_owned(raw) -> "Resource":
+def wrap_owned(raw: Any) -> "Resource":
     """Wrap a +1 resource handle (cdata) in the class of its kind; takes the reference.
 
     On failure the reference is given back, so nothing leaks.
@@ -152,14 +149,14 @@ def wrap_owned(raw) -> "Resource":
     return obj
 
 
-def wrap_borrowed(raw) -> "Resource":
+def wrap_borrowed(raw: Any) -> "Resource":
     """Retain a borrowed resource handle (cdata) and wrap it."""
     if lib.tether_resource_retain(raw):  # touches no error state: the message is made here
         raise stale_handle_error("tether_resource_retain", raw, "resource")
     return wrap_owned(raw)
 
 
-def handle_of(resource: object, what: str = "resource"):
+def handle_of(resource: object, what: str = "resource") -> Any:
     """The live cdata handle of a Resource argument (TypeError / InvalidHandleError otherwise).
 
     Never returns NULL: in the C ABI a NULL resource often means "the current
@@ -173,7 +170,7 @@ def handle_of(resource: object, what: str = "resource"):
     return h
 
 
-def create(fn, *args) -> "Resource":
+def create(fn: Callable[..., int], *args: Any) -> "Resource":
     """Call a tether_*_create(..., &out) function and wrap its +1 result."""
     out = ffi.new("tether_resource_t**")
     check(fn(*args, out))
@@ -191,6 +188,10 @@ class Resource(Handle):
     """
 
     __slots__ = ("_kind", "_device", "_device_accessible", "_host_accessible")
+    _kind: int
+    _device: int
+    _device_accessible: bool
+    _host_accessible: bool
     _release = lib.tether_resource_release
 
     def __init__(self) -> None:
@@ -204,7 +205,7 @@ class Resource(Handle):
         self._h, created._h = created._h, None
 
     @classmethod
-    def _from_handle(cls, owned_cdata) -> "Resource":
+    def _from_handle(cls, owned_cdata: Any) -> "Resource":
         """Wrap a +1 ``tether_resource_t*`` cdata from the library (no __init__), by kind."""
         return wrap_owned(owned_cdata)
 
@@ -254,7 +255,7 @@ class Resource(Handle):
     @property
     def name(self) -> str:
         """A short name: "host", "pool", "statistics", ..."""
-        return ffi.string(lib.tether_resource_get_name(self._live())).decode("utf-8", "replace")
+        return str(ffi.string(lib.tether_resource_get_name(self._live())).decode("utf-8", "replace"))
 
     @property
     def spec(self) -> str:
@@ -285,7 +286,7 @@ class Resource(Handle):
 
     # ---- allocation -----------------------------------------------------------
 
-    def allocate(self, size, alignment: int = 0, stream=None) -> int:
+    def allocate(self, size: Size, alignment: int = 0, stream: StreamLike = None) -> int:
         """Allocate ``size`` bytes (int or "64 KiB"), return the address as an int.
 
         alignment: a power of two; 0 means 256 bytes. stream: None (default
@@ -303,7 +304,7 @@ class Resource(Handle):
         if h is None:
             raise closed_error(self)
         try:
-            p = _allocate(h, n, a, s)
+            p: int = _allocate(h, n, a, s)
         except OverflowError:
             raise ValueError(f"size {n} or alignment {a} does not fit in size_t") from None
         if not p:
@@ -312,7 +313,7 @@ class Resource(Handle):
                 self._check(status)
         return p
 
-    def deallocate(self, ptr: int, size, alignment: int = 0, stream=None) -> None:
+    def deallocate(self, ptr: int, size: Size, alignment: int = 0, stream: StreamLike = None) -> None:
         """Give back memory from allocate() of this resource (same size and alignment).
 
         Raises InvalidArgumentError if the resource can tell the pointer is not
@@ -434,7 +435,8 @@ class PoolResource(UpstreamAdaptor):
 
     def pool_info(self) -> PoolInfo:
         """What the pool holds from its upstream now."""
-        return PoolInfo.from_struct(query_struct("tether_pool_info_t", lib.tether_resource_get_pool_info, self))
+        return cast(PoolInfo, PoolInfo.from_struct(
+            query_struct("tether_pool_info_t", lib.tether_resource_get_pool_info, self)))
 
 
 @_register(lib.TETHER_RESOURCE_KIND_STATISTICS)
@@ -451,7 +453,8 @@ class StatisticsAdaptor(UpstreamAdaptor):
 
     def statistics(self) -> Statistics:
         """The counters now (a snapshot)."""
-        return Statistics.from_struct(query_struct("tether_statistics_t", lib.tether_resource_get_statistics, self))
+        return cast(Statistics, Statistics.from_struct(
+            query_struct("tether_statistics_t", lib.tether_resource_get_statistics, self)))
 
     def reset_peak(self) -> None:
         """Reset peak_bytes and peak_count to the current values."""
@@ -480,8 +483,8 @@ class StatisticsAdaptor(UpstreamAdaptor):
         so they may be negative; they are reported as 0 then and folded exactly.
         Raises ValueError (InvalidArgumentError) if nothing was pushed.
         """
-        return Statistics.from_struct(
-            query_struct("tether_statistics_t", lib.tether_statistics_adaptor_pop_counters, self))
+        return cast(Statistics, Statistics.from_struct(
+            query_struct("tether_statistics_t", lib.tether_statistics_adaptor_pop_counters, self)))
 
 
 _T = TypeVar("_T")

@@ -8,7 +8,7 @@ The grammar and every resource's parameters: the "Resource specs" page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._errors import check
 from ._ffi import ffi, lib
@@ -38,7 +38,7 @@ def from_spec(spec: str) -> "Resource":
     return create(lib.tether_resource_create_from_spec, raw)
 
 
-def spec_of(handle) -> str:
+def spec_of(handle: Any) -> str:
     """The spec of a live resource handle (cdata), via ``tether_resource_get_spec``."""
     n = ffi.new("size_t*")
     check(lib.tether_resource_get_spec(handle, ffi.NULL, 0, n))
@@ -46,4 +46,4 @@ def spec_of(handle) -> str:
         buf = ffi.new("char[]", n[0] + 1)
         check(lib.tether_resource_get_spec(handle, buf, n[0] + 1, n))
         if n[0] < len(buf):
-            return ffi.string(buf).decode("utf-8", "replace")
+            return str(ffi.string(buf).decode("utf-8", "replace"))

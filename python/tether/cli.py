@@ -46,7 +46,7 @@ class _Streams:
         if count <= 0 or device < 0:
             return
         try:
-            from cuda.core import Device  # type: ignore[import-not-found]
+            from cuda.core import Device
             d = Device(device)
             d.set_current()
             for _ in range(count):
@@ -59,7 +59,7 @@ class _Streams:
             self.keep.clear()
             self.values.clear()
         try:
-            import cupy  # type: ignore[import-not-found]
+            import cupy
             with cupy.cuda.Device(device):
                 for _ in range(count):
                     s = cupy.cuda.Stream(non_blocking=True)
@@ -386,12 +386,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"  include:   {info['include']}")
     print(f"  cmake:     {info['cmake_dir']}")
     if cuda["available"]:
-        v = cuda["driver_version"]
-        print(f"CUDA driver {v // 1000}.{v % 1000 // 10}, {len(devices)} device(s)")
-        for d in devices:
-            mem = (f"{_size(d['total_bytes'])} total, {_size(d['free_bytes'])} free"
-                   if "total_bytes" in d else "memory unknown")
-            print(f"  device {d['device']}: {mem}")
+        driver: int = cuda["driver_version"]
+        print(f"CUDA driver {driver // 1000}.{driver % 1000 // 10}, {len(devices)} device(s)")
+        for dev in devices:
+            mem = (f"{_size(dev['total_bytes'])} total, {_size(dev['free_bytes'])} free"
+                   if "total_bytes" in dev else "memory unknown")
+            print(f"  device {dev['device']}: {mem}")
     else:
         print(f"CUDA: not available ({cuda['reason']})")
     print("current-resource table (unset slots show the default they build now):")

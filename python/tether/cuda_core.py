@@ -14,6 +14,8 @@ raises ImportError without it; it changes nothing global.
 
 from __future__ import annotations
 
+from typing import Any, SupportsInt, cast
+
 try:
     try:
         from cuda.core import Buffer as _CoreBuffer, MemoryResource as _CoreMemoryResource
@@ -27,9 +29,10 @@ except ImportError as e:  # pragma: no cover - exercised by the CPU tests with c
                           e) from e
 
 from ._buffer import Buffer
-from ._convert import parse_size, stream_value
+from ._convert import Size, StreamLike, parse_size, stream_value
 from ._hooks import LEGACY_STREAMS, free_on, own_reference
-from ._resources import Resource, ResourceKind, wrap_borrowed
+from ._ffi import lib
+from ._resources import Resource, wrap_borrowed
 
 __all__ = ["MemoryResource", "to_buffer"]
 
@@ -46,10 +49,10 @@ def _leaf_kind(resource: Resource) -> int:
         up = r.upstream
         r.close()
         r = up
-    return kind
+    return int(kind)
 
 
-def _core_stream(stream):
+def _core_stream(stream: Any) -> Any:
     """A cuda.core Stream for from_handle(stream=...), or None for the default stream."""
     if stream is None or isinstance(stream, _CoreStream):
         return stream
@@ -60,7 +63,7 @@ def _core_stream(stream):
     return from_handle(value) if from_handle is not None else None
 
 
-def _wrap(ptr: int, size: int, mr, stream):
+def _wrap(ptr: int, size: int, mr: Any, stream: Any) -> Any:
     """Buffer.from_handle(ptr, size, mr=mr), ordering the free on ``stream`` where cuda.core can."""
     global _FROM_HANDLE_STREAM
     cs = _core_stream(stream) if _FROM_HANDLE_STREAM else None
@@ -74,7 +77,8 @@ def _wrap(ptr: int, size: int, mr, stream):
     return _CoreBuffer.from_handle(ptr, size, mr=mr)
 
 
-class MemoryResource(_CoreMemoryResource):
+# cuda.core ships no type information here, so its base class is Any to mypy.
+class MemoryResource(_CoreMemoryResource):  # type: ignore[misc]
     """A cuda.core memory resource that allocates from the tether resource ``resource``.
 
     The object keeps its own reference to ``resource``, and every outstanding
@@ -86,9 +90,9 @@ class MemoryResource(_CoreMemoryResource):
     def __init__(self, resource: Resource) -> None:
         if resource is None:
             raise TypeError("resource must be a tether resource, not None")
-        self._resource = own_reference(resource)
+        self._resource = cast(Resource, own_reference(resource))  # not None: checked above
         self._buffers: dict[int, Buffer] = {}
-        self._managed = _leaf_kind(self._resource) == ResourceKind.MANAGED
+        self._managed: bool = _leaf_kind(self._resource) == lib.TETHER_RESOURCE_KIND_MANAGED
 
     @property
     def resource(self) -> Resource:
@@ -100,7 +104,7 @@ class MemoryResource(_CoreMemoryResource):
         """How many allocations cuda.core has not deallocated yet."""
         return len(self._buffers)
 
-    def allocate(self, size, stream=None):
+    def allocate(self, size: Size, stream: StreamLike = None) -> Any:
         """A cuda.core ``Buffer`` of ``size`` bytes from the tether resource, ordered on
         ``stream`` (a cuda.core Stream, any object with ``__cuda_stream__``, an int,
         or None for the default stream). cuda.core frees it into the same tether
@@ -120,7 +124,7 @@ class MemoryResource(_CoreMemoryResource):
             buf.close()
             raise
 
-    def deallocate(self, ptr, size, stream=None) -> None:
+    def deallocate(self, ptr: SupportsInt, size: Size, stream: StreamLike = None) -> None:
         """Give back memory from :meth:`allocate` (cuda.core calls this). The free is
         ordered on ``stream`` if given (None: the allocation's own stream).
         Raises ValueError for a pointer this resource did not hand out."""
@@ -160,18 +164,18 @@ class MemoryResource(_CoreMemoryResource):
         return f"<tether.cuda_core.MemoryResource over {self._resource!r}, {len(self._buffers)} outstanding>"
 
 
-class _KeepAlive(_CoreMemoryResource):
+class _KeepAlive(_CoreMemoryResource):  # type: ignore[misc]
     """For cuda.core without Buffer.from_handle(owner=...): an mr whose deallocate()
     drops the tether Buffer it keeps (the memory frees when no one else holds it)."""
 
     def __init__(self, buf: Buffer, device_accessible: bool, host_accessible: bool, device: int) -> None:
-        self._buf = buf
+        self._buf: Buffer | None = buf
         self._flags = (device_accessible, host_accessible, device)
 
-    def allocate(self, size, stream=None):
+    def allocate(self, size: Size, stream: StreamLike = None) -> Any:
         raise NotImplementedError("this memory resource only keeps a tether.Buffer alive for cuda.core")
 
-    def deallocate(self, ptr, size, stream=None) -> None:
+    def deallocate(self, ptr: SupportsInt, size: Size, stream: StreamLike = None) -> None:
         buf, self._buf = self._buf, None
         if buf is not None:
             buf.close()
@@ -189,7 +193,7 @@ class _KeepAlive(_CoreMemoryResource):
         return self._flags[2]
 
 
-def to_buffer(buf: Buffer):
+def to_buffer(buf: Buffer) -> Any:
     """A cuda.core ``Buffer`` over the memory of the :class:`tether.Buffer` ``buf``, without copying.
 
     The cuda.core Buffer holds its own reference to the tether memory (closing or

@@ -12,6 +12,8 @@ was allocated on - whatever is current by then.
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 try:
     import cupy as _cupy
     import cupy.cuda as _cupy_cuda
@@ -36,14 +38,24 @@ _get_device_id = getattr(_cupy_cuda, "get_device_id", None) or _cupy_cuda.runtim
 if int(_cupy.__version__.split(".")[0]) >= 13:
     _get_current_stream = _cupy_cuda.get_current_stream  # (device_id=-1): no second device query
 else:  # pragma: no cover - CuPy 12 and older take no device_id
-    def _get_current_stream(device_id, _get=_cupy_cuda.get_current_stream):
+    def _get_current_stream(device_id: int, _get: Any = _cupy_cuda.get_current_stream) -> Any:
         return _get()
 
 # The allocator CuPy used before the first enable(); disable() puts it back.
-_saved_allocator = None
+_saved_allocator: Any = None
 
 
-def allocator(resource: Resource | None = None):
+class _Allocator(Protocol):
+    """What allocator() returns: a CuPy allocator function with two attributes."""
+
+    #: The tether resource it allocates from (its own reference), None for the current one.
+    resource: Resource | None
+    _tether_allocator: bool
+
+    def __call__(self, size: int) -> Any: ...
+
+
+def allocator(resource: Resource | None = None) -> _Allocator:
     """A CuPy allocator (``size -> cupy.cuda.MemoryPointer``) drawing from tether.
 
     resource: the tether resource to allocate from (the allocator keeps its own
@@ -79,7 +91,7 @@ def allocator(resource: Resource | None = None):
     new_buffer = Buffer.__new__
     create, ptr_of, last_status = _create, _ptr_of, _last_status
 
-    def tether_cupy_malloc(size):
+    def tether_cupy_malloc(size: int) -> Any:
         dev = get_device_id()
         if pure_device and dev != rdev:
             raise ValueError(f"the tether resource holds memory of device {rdev}, but CuPy's current "
@@ -91,12 +103,13 @@ def allocator(resource: Resource | None = None):
         buf._h = h
         return MemoryPointer(UnownedMemory(ptr_of(h), size, buf, dev), 0)
 
-    tether_cupy_malloc.resource = own
-    tether_cupy_malloc._tether_allocator = True
-    return tether_cupy_malloc
+    fn = cast(_Allocator, tether_cupy_malloc)
+    fn.resource = own
+    fn._tether_allocator = True
+    return fn
 
 
-def enable(resource: Resource | None = None):
+def enable(resource: Resource | None = None) -> _Allocator:
     """Make tether CuPy's allocator for the whole process (``cupy.cuda.set_allocator``).
 
     resource: as in :func:`allocator` (None: the current resource at each

@@ -28,17 +28,17 @@ def live_objects(kind: str | int | None = None) -> int:
         if key not in _TYPES:
             raise ValueError(f"kind must be None, 'any', 'resource' or 'buffer', not {kind!r}")
         t = _TYPES[key]
-    return lib.tether_debug_live_objects(t)
+    return int(lib.tether_debug_live_objects(t))
 
 
 def orphaned_resources() -> int:
     """Resources whose last handle went away while raw allocations (Resource.allocate) were outstanding."""
-    return lib.tether_debug_orphaned_resources()
+    return int(lib.tether_debug_orphaned_resources())
 
 
 def orphaned_bytes() -> int:
     """Bytes of raw allocations outstanding in orphaned resources."""
-    return lib.tether_debug_orphaned_bytes()
+    return int(lib.tether_debug_orphaned_bytes())
 
 
 def set_leak_report(enable: bool) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import weakref
+from typing import Any, Iterator
 
 try:
     import numba.cuda as _numba_cuda
@@ -46,13 +47,14 @@ _last_status = lib._tether_py_last_status
 _resource: Resource | None = None
 
 
-def _device_pointer_factory():
+def _device_pointer_factory() -> Any:
     """How this Numba wants device pointers: a cuda-python ``CUdeviceptr`` (numba-cuda,
     and Numba's NVIDIA-binding mode), or a ctypes integer (older Numba's ctypes binding)."""
     if getattr(_numba_driver, "USE_NV_BINDING", True):
-        binding = getattr(_numba_driver, "binding", None)
+        binding: Any = getattr(_numba_driver, "binding", None)
         if binding is None:  # pragma: no cover - every NV-binding Numba has driver.binding
-            from cuda.bindings import driver as binding
+            from cuda.bindings import driver as nv_driver
+            binding = nv_driver
         return binding.CUdeviceptr
     return ctypes.c_uint64
 
@@ -74,7 +76,8 @@ def use_resource(resource: Resource | None = None) -> Resource | None:
     return previous
 
 
-class TetherMemoryManager(HostOnlyCUDAMemoryManager):
+# Numba ships no type information, so its base class is Any to mypy.
+class TetherMemoryManager(HostOnlyCUDAMemoryManager):  # type: ignore[misc]
     """Numba EMM plugin (interface version 1): device memory from tether, pinned and
     mapped host memory from Numba itself (``HostOnlyCUDAMemoryManager``).
 
@@ -82,16 +85,16 @@ class TetherMemoryManager(HostOnlyCUDAMemoryManager):
     users do not.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The tether Buffers of this context that Numba still holds (weakly: each
         # MemoryPointer's finalizer owns its Buffer); reset() frees what is left.
-        self._buffers = weakref.WeakSet()
+        self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
 
     def initialize(self) -> None:
         """Nothing to prepare: tether resources need no per-context set-up."""
 
-    def memalloc(self, size):
+    def memalloc(self, size: int) -> Any:
         """Allocate ``size`` bytes of device memory from tether, ordered on the
         default stream (Numba's interface passes no stream).
 
@@ -119,7 +122,7 @@ class TetherMemoryManager(HostOnlyCUDAMemoryManager):
         self._buffers.add(buf)
         return MemoryPointer(weakref.proxy(ctx), _device_pointer(_ptr_of(h)), size, finalizer=buf.close)
 
-    def get_memory_info(self):
+    def get_memory_info(self) -> Any:
         """``(free, total)`` bytes of the context's device, from the driver (cuMemGetInfo).
 
         Memory that a tether pool holds but has not handed out counts as used:
@@ -134,7 +137,7 @@ class TetherMemoryManager(HostOnlyCUDAMemoryManager):
             free, total = free.value, total.value
         return MemoryInfo(free=int(free), total=int(total))
 
-    def get_ipc_handle(self, memory):
+    def get_ipc_handle(self, memory: Any) -> Any:
         """Not supported: tether's pools carve allocations out of larger chunks and
         tether exports no CUDA IPC handles, so there is nothing another process could
         open. Raises NotImplementedError. (Use an IPC-capable allocator for memory
@@ -154,7 +157,7 @@ class TetherMemoryManager(HostOnlyCUDAMemoryManager):
             buf.close()
 
     @contextlib.contextmanager
-    def defer_cleanup(self):
+    def defer_cleanup(self) -> Iterator[None]:
         """A context manager: while active, Numba defers freeing its own host
         allocations. tether frees device memory as soon as Numba drops it, which is
         safe because the free is stream-ordered."""

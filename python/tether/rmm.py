@@ -11,6 +11,8 @@ nothing global.
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     import rmm.mr as _rmm_mr
 except ImportError as e:  # pragma: no cover - exercised by the CPU tests with RMM hidden
@@ -25,7 +27,7 @@ from ._resources import Resource
 __all__ = ["memory_resource"]
 
 
-def _stream_of(stream) -> int:
+def _stream_of(stream: Any) -> int:
     """The raw cudaStream_t of the rmm ``Stream`` RMM passes to the callbacks."""
     if stream is None:
         return 0
@@ -35,7 +37,7 @@ def _stream_of(stream) -> int:
     return int(value()) if callable(value) else 0
 
 
-def memory_resource(resource: Resource | None = None):
+def memory_resource(resource: Resource | None = None) -> Any:
     """An ``rmm.mr.DeviceMemoryResource`` that allocates from the tether ``resource``.
 
     resource: a tether resource (the memory resource keeps its own reference,
@@ -50,7 +52,7 @@ def memory_resource(resource: Resource | None = None):
     own = own_reference(resource)
     buffers: dict[int, Buffer] = {}
 
-    def allocate(size, stream):
+    def allocate(size: int, stream: Any) -> int:
         if size == 0:
             return 0
         buf = Buffer(size, resource=own, stream=_stream_of(stream))
@@ -58,7 +60,7 @@ def memory_resource(resource: Resource | None = None):
         buffers[ptr] = buf
         return ptr
 
-    def deallocate(ptr, size, stream):
+    def deallocate(ptr: int, size: int, stream: Any) -> None:
         buf = buffers.pop(ptr, None)
         if buf is None:
             if ptr == 0:

@@ -27,7 +27,7 @@ PyTorch until a function needs it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._errors import check
 from ._ffi import ffi, lib, library_path
@@ -48,7 +48,7 @@ class TorchStats(NamedTuple):
     unknown_frees: int
 
 
-def _torch():
+def _torch() -> Any:
     try:
         import torch
     except ImportError as e:
@@ -66,14 +66,14 @@ def _function_name(resource: Resource | None, flags: int) -> str:
     return f"tether_torch_allocate_{out[0]}"
 
 
-def _pluggable(resource: Resource | None, flags: int):
+def _pluggable(resource: Resource | None, flags: int) -> Any:
     if resource is not None and not isinstance(resource, Resource):
         raise TypeError(f"resource must be a tether resource or None, not {type(resource).__name__}")
     torch = _torch()
     return torch.cuda.memory.CUDAPluggableAllocator(library_path(), _function_name(resource, flags), _DEALLOCATE)
 
 
-def allocator(resource: Resource | None = None):
+def allocator(resource: Resource | None = None) -> Any:
     """A ``torch.cuda.memory.CUDAPluggableAllocator`` that allocates from ``resource``.
 
     resource=None: the current resource of the device at each allocation.
@@ -104,7 +104,7 @@ def enable(resource: Resource | None = None) -> None:
             "torch.cuda.use_mem_pool(tether.torch.mem_pool(resource)) for scoped use") from e
 
 
-def mem_pool(resource: Resource | None = None):
+def mem_pool(resource: Resource | None = None) -> Any:
     """A ``torch.cuda.MemPool`` whose segments come from ``resource``.
 
     Use it as ``with torch.cuda.use_mem_pool(tether.torch.mem_pool(pool)):``.
