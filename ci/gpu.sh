@@ -7,7 +7,8 @@
 # plus $OUT/env.log (what the machine has) and $OUT/summary.log.
 # Every step runs even when an earlier one failed, so all logs come back; the
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
-# ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them.
+# ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them; dask and
+# distributed (for the Dask tests) likewise from ./.whl/dask.
 #
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
 #        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size;
@@ -73,6 +74,16 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null && ! "$PY" -c "import cffi, pycparse
   step "install carried wheels (.whl)" "$OUT/env.log" \
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+# ---- Dask for tests/python/test_dask.py: dask, distributed and their dependencies carried
+# as wheels in .whl/dask (only those the interpreter lacks are installed; see ci/dask_wheels.sh).
+if compgen -G "$ROOT/.whl/dask/*.whl" >/dev/null && ! "$PY" -c "import distributed" 2>/dev/null; then
+  DASK_SITE=${TETHER_GPU_DASK_SITE:-/tmp/tether-dask-site}
+  rm -rf "$DASK_SITE"
+  step "install carried Dask wheels (.whl/dask)" "$OUT/env.log" \
+    bash "$ROOT/ci/dask_wheels.sh" "$PY" "$ROOT/.whl/dask" "$DASK_SITE" &&
+    export PYTHONPATH=$DASK_SITE${PYTHONPATH:+:$PYTHONPATH}
 fi
 
 # ---- GoogleTest: the system's, or a libgtest-dev .deb carried in .whl/ or .deb/ -----
