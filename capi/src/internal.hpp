@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -68,15 +69,29 @@ void require_out(T* p, const char* what = "out") {
 
 // ---- versioned structs -----------------------------------------------------
 
-// Option / info structs begin with uint32_t struct_size and only ever grow.
-// The layout published first is the one in today's headers, so any size below
-// sizeof(T) is from no published header.
+// Option / info structs begin with uint32_t struct_size and only ever grow (fields
+// are appended). first_published_size<T> is the size of T's first published
+// layout: sizeof(T) unless fields were appended since, in which case the struct
+// specialises it. A struct_size below it is from no published header.
+template <class T>
+struct first_published_size {
+  static constexpr std::size_t value = sizeof(T);
+};
+// tether_pool_info_t gained free_blocks after its first release.
+template <>
+struct first_published_size<tether_pool_info_t> {
+  static constexpr std::size_t value = TETHER_POOL_INFO_FIRST_SIZE;
+};
+static_assert(TETHER_POOL_INFO_FIRST_SIZE == offsetof(tether_pool_info_t, free_blocks),
+              "TETHER_POOL_INFO_FIRST_SIZE is the layout before free_blocks");
+
 template <class T>
 void check_struct_size(std::uint32_t struct_size, const char* what) {
-  if (struct_size < sizeof(T))
+  constexpr std::size_t first = first_published_size<T>::value;
+  if (struct_size < first)
     throw core::Error(TETHER_ERROR_VERSION_MISMATCH,
                       std::string(what) + ".struct_size is " + std::to_string(struct_size) +
-                          ", smaller than any published layout (" + std::to_string(sizeof(T)) +
+                          ", smaller than any published layout (" + std::to_string(first) +
                           "); initialise it with the _INIT macro or _options_init()");
 }
 
@@ -86,19 +101,25 @@ T read_options(const T* in, const T& defaults, const char* what) {
   T v = defaults;
   if (in != nullptr) {
     check_struct_size<T>(in->struct_size, what);
-    std::memcpy(&v, in, sizeof(T));  // fields appended by newer headers are ignored
+    // Fields appended by newer headers are ignored; those an older caller lacks keep the defaults.
+    std::memcpy(static_cast<void*>(&v), in, in->struct_size < sizeof(T) ? in->struct_size : sizeof(T));
   }
   v.struct_size = sizeof(T);
   return v;
 }
 
-// Fill a caller's info struct (of any published size), keeping its struct_size.
+// Fill a caller's info struct of any published size, keeping its struct_size:
+// the rule of every info writer is that out->struct_size must be at least the
+// first published size (else VERSION_MISMATCH naming struct_size), and that the
+// fields past the caller's struct_size are not written (an older caller's struct
+// is smaller than ours; a newer caller's extra fields are left as they are).
 template <class T>
 void write_info(T* out, const T& value, const char* what) {
   require_out(out, what);
   check_struct_size<T>(out->struct_size, what);
   const std::uint32_t keep = out->struct_size;
-  std::memcpy(static_cast<void*>(out), &value, sizeof(T));
+  const std::size_t n = keep < sizeof(T) ? keep : sizeof(T);
+  std::memcpy(static_cast<void*>(out), &value, n);
   out->struct_size = keep;
 }
 

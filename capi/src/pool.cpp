@@ -43,6 +43,7 @@ TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* reso
     c.free_bytes = i.free_bytes;
     c.largest_free_block = i.largest_free_block;
     c.chunk_count = i.chunk_count;
+    c.free_blocks = i.free_blocks;
     write_info(out, c, "out");
   });
 }

@@ -37,7 +37,15 @@ typedef struct tether_pool_options {
  */
 TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size);
 
-/** What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT). */
+/**
+ * What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT).
+ *
+ * Like every info struct, it only grows at the end. tether writes the fields
+ * that fit in the caller's struct_size and nothing past it, so a program built
+ * against an older header (a smaller struct_size) keeps working: it gets the
+ * fields it knows. struct_size must be at least the first published size,
+ * TETHER_POOL_INFO_FIRST_SIZE (up to and including chunk_count).
+ */
 typedef struct tether_pool_info {
   uint32_t struct_size;
   /** Bytes the pool holds from its upstream. */
@@ -48,9 +56,20 @@ typedef struct tether_pool_info {
   uint64_t largest_free_block;
   /** Chunks held from upstream. */
   uint64_t chunk_count;
+  /**
+   * Free blocks: the pieces free_bytes is split into - 1 for an unfragmented
+   * pool used from one stream, more as frees leave holes (or as streams take
+   * slabs of a CUDA pool), 0 when nothing is free. Appended after the first
+   * release: not written for a struct_size below
+   * offsetof(tether_pool_info_t, free_blocks) + 8.
+   */
+  uint64_t free_blocks;
 } tether_pool_info_t;
 
-#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0 }
+#define TETHER_POOL_INFO_INIT { sizeof(tether_pool_info_t), 0, 0, 0, 0, 0 }
+
+/** The size of tether_pool_info_t as first published (before free_blocks). */
+#define TETHER_POOL_INFO_FIRST_SIZE 40
 
 /**
  * A coalescing pool over `upstream` (not taken: the pool retains it itself).
@@ -86,7 +105,13 @@ TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstre
                                                        const tether_pool_options_t* options,
                                                        tether_resource_t** out);
 
-/** What a pool holds; NOT_SUPPORTED for other resources. */
+/**
+ * Fill *out (caller-owned; the caller sets out->struct_size) with what the
+ * pool holds: the fields that fit in out->struct_size, nothing past them.
+ * Errors: INVALID_HANDLE for a NULL or stale resource; INVALID_ARGUMENT for a
+ * NULL out; VERSION_MISMATCH, naming struct_size, for a struct_size below
+ * TETHER_POOL_INFO_FIRST_SIZE; NOT_SUPPORTED for a resource that is not a pool.
+ */
 TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,
                                                          tether_pool_info_t* out);
 

@@ -162,7 +162,8 @@ class resource : public detail::handle<resource, detail::resource_traits> {
   }
   /// Reset a statistics adaptor's peaks to the current values.
   void reset_peak_statistics() const { check(tether_resource_reset_peak_statistics(handle_)); }
-  /// What a pool holds; not_supported_error for other resources.
+  /// What a pool holds (pool_size, free_bytes, largest_free_block, chunk_count,
+  /// free_blocks); not_supported_error for other resources.
   tether_pool_info_t pool_info() const {
     tether_pool_info_t info = TETHER_POOL_INFO_INIT;
     check(tether_resource_get_pool_info(handle_, &info));
