@@ -10,6 +10,7 @@ pub const TETHER_VERSION_MINOR: u32 = 1;
 pub const TETHER_VERSION_PATCH: u32 = 0;
 pub const TETHER_VERSION_NUMBER: u32 = 100;
 pub const TETHER_ABI_VERSION: u32 = 0;
+pub const TETHER_POOL_INFO_FIRST_SIZE: u32 = 40;
 pub const TETHER_IPC_HANDLE_NONE: u32 = 0;
 pub const TETHER_IPC_HANDLE_POSIX_FD: u32 = 1;
 pub const TETHER_TORCH_NULL_ON_FAILURE: u32 = 1;
@@ -417,6 +418,12 @@ extern "C" {
     ) -> tether_status_t;
 }
 #[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
+#[doc = ""]
+#[doc = " Like every info struct, it only grows at the end. tether writes the fields"]
+#[doc = " that fit in the caller's struct_size and nothing past it, so a program built"]
+#[doc = " against an older header (a smaller struct_size) keeps working: it gets the"]
+#[doc = " fields it knows. struct_size must be at least the first published size,"]
+#[doc = " TETHER_POOL_INFO_FIRST_SIZE (up to and including chunk_count)."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct tether_pool_info {
@@ -429,12 +436,18 @@ pub struct tether_pool_info {
     pub largest_free_block: u64,
     #[doc = " Chunks held from upstream."]
     pub chunk_count: u64,
+    #[doc = " Free blocks: the pieces free_bytes is split into - 1 for an unfragmented"]
+    #[doc = " pool used from one stream, more as frees leave holes (or as streams take"]
+    #[doc = " slabs of a CUDA pool), 0 when nothing is free. Appended after the first"]
+    #[doc = " release: not written for a struct_size below"]
+    #[doc = " offsetof(tether_pool_info_t, free_blocks) + 8."]
+    pub free_blocks: u64,
 }
 #[test]
 fn bindgen_test_layout_tether_pool_info() {
     assert_eq!(
         ::std::mem::size_of::<tether_pool_info>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(tether_pool_info))
     );
     assert_eq!(
@@ -527,8 +540,31 @@ fn bindgen_test_layout_tether_pool_info() {
         );
     }
     test_field_chunk_count();
+    fn test_field_free_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_pool_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).free_blocks) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_pool_info),
+                "::",
+                stringify!(free_blocks)
+            )
+        );
+    }
+    test_field_free_blocks();
 }
 #[doc = " What a pool holds. Initialise struct_size (TETHER_POOL_INFO_INIT)."]
+#[doc = ""]
+#[doc = " Like every info struct, it only grows at the end. tether writes the fields"]
+#[doc = " that fit in the caller's struct_size and nothing past it, so a program built"]
+#[doc = " against an older header (a smaller struct_size) keeps working: it gets the"]
+#[doc = " fields it knows. struct_size must be at least the first published size,"]
+#[doc = " TETHER_POOL_INFO_FIRST_SIZE (up to and including chunk_count)."]
 pub type tether_pool_info_t = tether_pool_info;
 extern "C" {
     #[doc = " A coalescing pool over `upstream` (not taken: the pool retains it itself)."]
@@ -566,7 +602,11 @@ extern "C" {
     ) -> tether_status_t;
 }
 extern "C" {
-    #[doc = " What a pool holds; NOT_SUPPORTED for other resources."]
+    #[doc = " Fill *out (caller-owned; the caller sets out->struct_size) with what the"]
+    #[doc = " pool holds: the fields that fit in out->struct_size, nothing past them."]
+    #[doc = " Errors: INVALID_HANDLE for a NULL or stale resource; INVALID_ARGUMENT for a"]
+    #[doc = " NULL out; VERSION_MISMATCH, naming struct_size, for a struct_size below"]
+    #[doc = " TETHER_POOL_INFO_FIRST_SIZE; NOT_SUPPORTED for a resource that is not a pool."]
     pub fn tether_resource_get_pool_info(
         resource: *mut tether_resource_t,
         out: *mut tether_pool_info_t,

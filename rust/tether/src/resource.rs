@@ -123,6 +123,9 @@ pub struct PoolInfo {
     pub largest_free_block: u64,
     /// Chunks held from upstream.
     pub chunk_count: u64,
+    /// Free blocks: the pieces `free_bytes` is split into (1 for an unfragmented
+    /// pool used from one stream, 0 when nothing is free).
+    pub free_blocks: u64,
 }
 
 /// A memory resource: owns exactly one reference to a `tether_resource_t`.
@@ -347,6 +350,7 @@ impl Resource {
             free_bytes: 0,
             largest_free_block: 0,
             chunk_count: 0,
+            free_blocks: 0,
         };
         // SAFETY: live handle; sized out-struct.
         check(unsafe { sys::tether_resource_get_pool_info(self.as_raw(), &mut i) })?;
@@ -355,6 +359,7 @@ impl Resource {
             free_bytes: i.free_bytes,
             largest_free_block: i.largest_free_block,
             chunk_count: i.chunk_count,
+            free_blocks: i.free_blocks,
         })
     }
 

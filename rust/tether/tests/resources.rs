@@ -243,3 +243,24 @@ fn every_kind_value_maps_to_its_variant_and_unknown_ones_are_kept() {
     assert_eq!(ResourceKind::from_raw(1000), ResourceKind::Other(1000));
     assert_eq!(tether::ErrorKind::from_code(77), tether::ErrorKind::Other(77));
 }
+
+#[test]
+fn pool_info_counts_free_blocks() {
+    let _g = census();
+    let host = Resource::host().unwrap();
+    let pool = Resource::pool(&host).initial_size(1 << 20).build().unwrap();
+    let a = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
+    let b = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
+    let c = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
+    assert_eq!(pool.pool_info().unwrap().free_blocks, 1); // the tail
+    // SAFETY: b came from this pool with these arguments and is not used again.
+    unsafe { pool.deallocate(b, 4096, 0, Stream::DEFAULT).unwrap() };
+    let i = pool.pool_info().unwrap();
+    assert_eq!((i.free_blocks, i.free_bytes), (2, (1 << 20) - 2 * 4096)); // the hole and the tail
+    // SAFETY: as above.
+    unsafe {
+        pool.deallocate(a, 4096, 0, Stream::DEFAULT).unwrap();
+        pool.deallocate(c, 4096, 0, Stream::DEFAULT).unwrap();
+    }
+    assert_eq!(pool.pool_info().unwrap().free_blocks, 1); // coalesced again
+}
