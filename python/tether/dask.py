@@ -374,6 +374,7 @@ def _heartbeat_metric(worker: Any) -> dict[str, Any]:
     if pools:
         out["pool_size"] = sum(p["pool_size"] for p in pools)
         out["pool_free_bytes"] = sum(p["free_bytes"] for p in pools)
+        out["pool_free_blocks"] = sum(p.get("free_blocks", 0) for p in pools)
     if "outstanding_allocations" in figures:
         out["outstanding_allocations"] = figures["outstanding_allocations"]
     return out

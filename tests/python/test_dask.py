@@ -2,8 +2,10 @@
 
 The plugin's logic is tested in this process against a stand-in worker (so the
 census check applies); the distributed paths with a LocalCluster of two worker
-processes on the CPU, using host specs (about 10 s). GPU variants (a CUDA spec,
-the torch/cupy hooks) carry the gpu marker.
+processes on the CPU, using host specs (about 10 s). The GPU variant (two
+workers on device 0, each with a CUDA pool from a spec and the torch and cupy
+hooks) carries the gpu marker; ci/gpu.sh installs dask and distributed from
+wheels carried in .whl/dask on a machine that lacks them.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def test_setup_installs_a_statistics_topped_stack_and_teardown_restores(restore_
         assert m["spec"] == SPEC and m["slot"] == "host" and m["installed"] is True
         assert m["statistics"]["current_bytes"] == 4096 and m["statistics"]["total_count"] == 1
         assert m["pools"] == [{"pool_size": 1 << 20, "free_bytes": (1 << 20) - 4096,
-                               "largest_free_block": (1 << 20) - 4096, "chunk_count": 1}]
+                               "largest_free_block": (1 << 20) - 4096, "chunk_count": 1,
+                               "free_blocks": 1}]
         assert m["pid"] == os.getpid() and m["worker"] == "w0" and m["hooks"] == []
         heartbeat = worker.metrics[tether.dask.METRIC_NAME](worker)
         assert heartbeat["current_bytes"] == 4096 and heartbeat["pool_size"] == 1 << 20
@@ -334,7 +337,7 @@ def test_local_cluster_plugin_per_worker_pools_and_metrics(client):
                 for i, a in enumerate(addresses)}
     assert _wait_for_heartbeat_metric(client, expected) == {
         a: {**e, "peak_bytes": e["total_bytes"], "current_count": 0, "peak_count": 1,
-            "pool_free_bytes": 1 << 20} for a, e in expected.items()}
+            "pool_free_bytes": 1 << 20, "pool_free_blocks": 1} for a, e in expected.items()}
     client.unregister_worker_plugin(tether.dask.TetherSetup.name)
     assert client.run(tether.dask.worker_metrics) == {a: {} for a in addresses}
     assert client.run(_host_spec) == {a: "host" for a in addresses}  # back to the default
@@ -357,38 +360,70 @@ def test_local_cluster_preload():
 
 # ---- GPU: a CUDA spec and the torch/cupy hooks ----------------------------------------
 
+GPU_SPEC = "pool(cuda(device=0), initial_size=256MiB)"
+TORCH_BYTES = 3 << 20   # what the task allocates through PyTorch ...
+CUPY_BYTES = 5 << 20    # ... and through CuPy, both while the other's memory is live
 
-def _cupy_task() -> dict:
+
+def _torch_and_cupy_task() -> dict:
+    """A task: a PyTorch tensor and a CuPy array on the worker's GPU, both through
+    its tether stack; the statistics while both are live, and the results."""
     import cupy
-    import tether as t
-    x = cupy.ones(1 << 20, dtype=cupy.uint8)
-    total = int(x.sum())
-    del x
-    return {"sum": total, **{k: v for k, v in t.dask.worker_metrics()["statistics"].items()}}
-
-
-def _torch_task() -> dict:
     import torch
+
     import tether as t
-    x = torch.ones(1 << 20, dtype=torch.uint8, device="cuda")
-    total = int(x.sum())
-    del x
-    return {"sum": total, **{k: v for k, v in t.dask.worker_metrics()["statistics"].items()}}
+    x = torch.ones(TORCH_BYTES, dtype=torch.uint8, device="cuda")
+    y = cupy.full(CUPY_BYTES, 2, dtype=cupy.uint8)
+    live = t.dask.worker_metrics()["statistics"]
+    sums = (int(x.sum().item()), int(y.sum()))
+    del x, y
+    torch.cuda.synchronize()
+    return {"pid": os.getpid(), "sums": sums, "live": live}
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("library, task", [("cupy", _cupy_task), ("torch", _torch_task)])
-def test_local_cluster_cuda_spec_with_hooks(client, library, task):
-    if importlib.util.find_spec(library) is None:
-        pytest.skip(f"{library} is not installed")
-    spec = "pool(cuda(), initial_size=64MiB)"
-    client.register_plugin(tether.dask.TetherSetup(spec, libraries=(library,)))
-    try:
+def test_local_cluster_cuda_pool_with_torch_and_cupy_hooks():
+    """Two worker processes on one GPU (both on device 0), each with its own
+    256 MiB pool from the spec and the torch and cupy hooks: a task allocates
+    with both libraries, and the pool and statistics figures come back from
+    each worker (client.run) and through the heartbeat (worker metrics)."""
+    for library in ("torch", "cupy"):
+        if importlib.util.find_spec(library) is None:
+            pytest.skip(f"{library} is not installed (the test runs the torch and cupy hooks)")
+    with _cluster() as cluster, distributed.Client(cluster) as client:
+        client.register_plugin(tether.dask.TetherSetup(GPU_SPEC, libraries=("torch", "cupy")))
+        addresses = sorted(client.scheduler_info()["workers"])
+        assert len(addresses) == 2
+        before = client.run(tether.dask.worker_metrics)
+        for f in before.values():
+            assert f["spec"] == GPU_SPEC and f["slot"] == 0 and f["hooks"] == ["torch", "cupy"]
+            assert f["pools"][0]["pool_size"] == 256 << 20 and f["statistics"]["total_count"] == 0
+        results = {a: client.submit(_torch_and_cupy_task, workers=[a], pure=False).result() for a in addresses}
+        assert len({r["pid"] for r in results.values()}) == 2  # one stack per worker process
         figures = client.run(tether.dask.worker_metrics)
-        for f in figures.values():
-            assert f["slot"] == 0 and f["hooks"] == [library] and f["pools"][0]["pool_size"] == 64 << 20
-        out = client.submit(task, pure=False).result()
-        assert out["sum"] == 1 << 20
-        assert out["total_bytes"] >= 1 << 20  # the library's memory came through the worker's stack
-    finally:
+        for a in addresses:
+            r, f = results[a], figures[a]
+            assert r["sums"] == (TORCH_BYTES, 2 * CUPY_BYTES)
+            # Both libraries' memory came through this worker's stack, at the same time.
+            assert r["live"]["current_bytes"] >= TORCH_BYTES + CUPY_BYTES
+            assert r["live"]["current_count"] >= 2
+            assert f["pid"] == r["pid"]
+            stats = f["statistics"]
+            assert stats["total_bytes"] >= TORCH_BYTES + CUPY_BYTES
+            assert stats["peak_bytes"] >= TORCH_BYTES + CUPY_BYTES
+            # The tensor and the array went back (PyTorch may keep a small workspace of its own).
+            assert stats["current_bytes"] <= r["live"]["current_bytes"] - TORCH_BYTES - CUPY_BYTES
+            pool = f["pools"][0]
+            assert pool["pool_size"] == 256 << 20  # served from the initial size, no growth
+            assert stats["current_bytes"] <= pool["pool_size"] - pool["free_bytes"] < TORCH_BYTES
+            assert pool["free_blocks"] >= 1
+        # The same figures reach the scheduler with the heartbeat.
+        expected = {a: {"current_bytes": figures[a]["statistics"]["current_bytes"],
+                        "total_bytes": figures[a]["statistics"]["total_bytes"],
+                        "pool_size": 256 << 20, "pool_free_bytes": figures[a]["pools"][0]["free_bytes"]}
+                    for a in addresses}
+        heartbeat = _wait_for_heartbeat_metric(client, expected)
+        for a in addresses:
+            assert {k: heartbeat[a].get(k) for k in expected[a]} == expected[a]
         client.unregister_worker_plugin(tether.dask.TetherSetup.name)
+        assert client.run(tether.dask.worker_metrics) == {a: {} for a in addresses}
