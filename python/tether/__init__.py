@@ -42,6 +42,7 @@ from . import statistics
 from ._callback import CallbackResource
 from ._logging import LOG_HEADER, LoggingAdaptor
 from ._failure_callback import FailureCallbackAdaptor
+from ._convert import CudaStreamProtocol, DeviceLike, HasCudaStream, Size, StreamLike
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -93,4 +94,5 @@ __all__ = [
     "debug",
     "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
     "CallbackResource", "LoggingAdaptor", "LOG_HEADER", "FailureCallbackAdaptor",
+    "Size", "StreamLike", "DeviceLike", "CudaStreamProtocol", "HasCudaStream",
 ]

@@ -19,7 +19,7 @@ import functools
 import operator
 from typing import Any, TypeVar, cast
 
-from ._convert import CURRENT_DEVICE, Size, StreamLike, device_value, handle_value, parse_size, stream_value
+from ._convert import CURRENT_DEVICE, DeviceLike, Size, StreamLike, device_value, handle_value, parse_size, stream_value
 from ._errors import InvalidArgumentError, NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -52,7 +52,7 @@ class Buffer(Handle):
     __slots__ = ("_pin",)
     _release = lib.tether_buffer_release
 
-    def __init__(self, size: Size, resource: Resource | None = None, device: int | None = None,
+    def __init__(self, size: Size, resource: Resource | None = None, device: DeviceLike | None = None,
                  stream: StreamLike = None) -> None:
         if size.__class__ is not int or size < 0:
             size = parse_size(size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import _callbacks
-from ._convert import HOST, device_value
+from ._convert import HOST, DeviceLike, device_value
 from ._errors import check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, register
@@ -54,7 +54,7 @@ class CallbackResource(Resource):
     __slots__ = ()
 
     def __init__(self, allocate: Callable[[int, int, int], int], deallocate: Callable[[int, int, int, int], None], *,
-                 device_accessible: bool = False, host_accessible: bool = True, device: int = HOST) -> None:
+                 device_accessible: bool = False, host_accessible: bool = True, device: DeviceLike = HOST) -> None:
         if not callable(allocate):
             raise TypeError(f"allocate must be callable, not {type(allocate).__name__}")
         if not callable(deallocate):

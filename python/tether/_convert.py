@@ -33,11 +33,16 @@ class HasCudaStream(Protocol):
     def cuda_stream(self) -> int: ...
 
 
+# The public type aliases (exported as tether.Size, tether.StreamLike, tether.DeviceLike and
+# documented on docs/python_types.rst).
 #: A byte count: an int or a string such as ``"64 MiB"`` (see :func:`parse_size`).
 Size = Union[int, str]
 #: A stream argument: None (stream 0), a CUstream value, or a stream object.
 StreamLike = Union[None, int, CudaStreamProtocol, HasCudaStream]
-#: A CUDA device id (or ``HOST`` / ``CURRENT_DEVICE``).
+#: A device argument: a CUDA device id, ``HOST`` or ``CURRENT_DEVICE``; any integer
+#: (an int, a NumPy integer: whatever has ``__index__``), never a bool.
+DeviceLike = Union[int, SupportsIndex]
+#: A CUDA device id (or ``HOST`` / ``CURRENT_DEVICE``), as the C ABI takes it.
 Device = int
 
 _UNITS = {

@@ -7,7 +7,7 @@ False instead), and host-side resources keep working.
 
 from __future__ import annotations
 
-from ._convert import Device, Size, StreamLike, device_value, stream_value
+from ._convert import DeviceLike, Size, StreamLike, device_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, new_options, register
@@ -42,12 +42,12 @@ def current_device() -> int:
     return int(out[0])
 
 
-def stream_synchronize(device: Device, stream: StreamLike) -> None:
+def stream_synchronize(device: DeviceLike, stream: StreamLike) -> None:
     """Wait until all work on ``stream`` of ``device`` is done."""
     check(lib.tether_cuda_stream_synchronize(device_value(device), stream_value(stream)))
 
 
-def _device(device: int | None) -> int:
+def _device(device: DeviceLike | None) -> int:
     return current_device() if device is None else device_value(device)
 
 
@@ -57,7 +57,7 @@ class CudaResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, device: int | None = None) -> None:
+    def __init__(self, device: DeviceLike | None = None) -> None:
         self._init_from(create(lib.tether_cuda_resource_create, _device(device)))
 
 
@@ -78,7 +78,7 @@ class AsyncResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, device: int | None = None, initial_pool_size: Size | None = None,
+    def __init__(self, device: DeviceLike | None = None, initial_pool_size: Size | None = None,
                  release_threshold: Size | None = None, maximum_pool_size: Size | None = None,
                  use_default_pool: bool = False, ipc_handle_type: str | int | None = None) -> None:
         opts = new_options("tether_async_options_t", lib.tether_async_options_init,
@@ -106,7 +106,7 @@ class ManagedResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, device: int | None = None) -> None:
+    def __init__(self, device: DeviceLike | None = None) -> None:
         self._init_from(create(lib.tether_managed_resource_create, _device(device)))
 
 
@@ -116,5 +116,5 @@ class PinnedHostResource(Resource):
 
     __slots__ = ()
 
-    def __init__(self, device: int | None = None) -> None:
+    def __init__(self, device: DeviceLike | None = None) -> None:
         self._init_from(create(lib.tether_pinned_host_resource_create, _device(device)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ._convert import CURRENT_DEVICE, HOST, device_value
+from ._convert import CURRENT_DEVICE, HOST, DeviceLike, device_value
 from ._errors import NoDeviceError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, handle_of, wrap_owned
@@ -26,14 +26,14 @@ from ._resources import Resource, handle_of, wrap_owned
 _HINT = " (device=None means the current CUDA device; pass device=tether.HOST for the host slot)"
 
 
-def _home_slot(resource: Resource | None, device: int | None) -> int:
+def _home_slot(resource: Resource | None, device: DeviceLike | None) -> int:
     """The slot a set with ``device`` addresses: device=None follows the resource's memory."""
     if device is None and resource is not None:
         return resource.device  # TETHER_DEVICE_HOST for host memory (pinned included)
     return device_value(device)
 
 
-def get_current_resource(device: int | None = None) -> Resource:
+def get_current_resource(device: DeviceLike | None = None) -> Resource:
     """The resource current for ``device`` (a new wrapper with its own reference).
 
     On a thread inside a using() block (or after push_current_resource()) for
@@ -47,7 +47,7 @@ def get_current_resource(device: int | None = None) -> Resource:
     return wrap_owned(out[0])
 
 
-def set_current_resource(resource: Resource | None, device: int | None = None) -> Resource | None:
+def set_current_resource(resource: Resource | None, device: DeviceLike | None = None) -> Resource | None:
     """Install ``resource`` (None: back to the default) for ``device``; return the previous one.
 
     device=None installs it in the slot its memory belongs to: tether.HOST for
@@ -74,7 +74,7 @@ def set_current_resource(resource: Resource | None, device: int | None = None) -
     return wrap_owned(out[0]) if out[0] else None
 
 
-def _check_for(status: int, resource: Resource, device: int | None) -> None:
+def _check_for(status: int, resource: Resource, device: DeviceLike | None) -> None:
     """check(status), with a hint when device=None led to a NoDeviceError."""
     if status:
         try:
@@ -92,7 +92,7 @@ def _resource_argument(resource: object, function: str) -> object:
     return handle_of(resource)
 
 
-def set_current_resource_if_unset(resource: Resource, device: int | None = None) -> bool:
+def set_current_resource_if_unset(resource: Resource, device: DeviceLike | None = None) -> bool:
     """Install ``resource`` for ``device`` only if no one has set that slot; True if it did.
 
     The library-safe way to choose a resource: an application's explicit
@@ -111,7 +111,7 @@ def set_current_resource_if_unset(resource: Resource, device: int | None = None)
     return bool(out[0])
 
 
-def push_current_resource(resource: Resource, device: int | None = None) -> None:
+def push_current_resource(resource: Resource, device: DeviceLike | None = None) -> None:
     """Make ``resource`` current for ``device`` on the calling thread only, until popped.
 
     Pushes onto the thread's override stack for the slot (inside libtether, so
@@ -125,7 +125,7 @@ def push_current_resource(resource: Resource, device: int | None = None) -> None
     _check_for(lib.tether_current_resource_push(_home_slot(resource, device), rh), resource, device)
 
 
-def pop_current_resource(device: int | None = None) -> None:
+def pop_current_resource(device: DeviceLike | None = None) -> None:
     """Pop the calling thread's top override for ``device`` (pushed by push_current_resource()).
 
     device=None is the current CUDA device, as for get_current_resource();
@@ -156,7 +156,7 @@ def _current_is(slot: int, handle: object) -> bool:
 
 
 @contextlib.contextmanager
-def using(resource: Resource, device: int | None = None) -> Iterator[Resource]:
+def using(resource: Resource, device: DeviceLike | None = None) -> Iterator[Resource]:
     """``with tether.using(res, device=...):`` - res is current inside the block, on this thread.
 
     Pushes ``res`` on the calling thread's override stack for the slot on entry
@@ -192,7 +192,7 @@ def using(resource: Resource, device: int | None = None) -> Iterator[Resource]:
         check(status)
 
 
-def lock_current_resource(device: int | None = None) -> None:
+def lock_current_resource(device: DeviceLike | None = None) -> None:
     """Lock ``device``'s slot for the rest of the process: later sets raise LockedError.
 
     Irreversible (like choosing PyTorch's allocator). Locking an unset slot locks
@@ -203,7 +203,7 @@ def lock_current_resource(device: int | None = None) -> None:
     check(lib.tether_current_resource_lock(device_value(device)))
 
 
-def is_current_resource_locked(device: int | None = None) -> bool:
+def is_current_resource_locked(device: DeviceLike | None = None) -> bool:
     """True if ``device``'s slot was locked."""
     out = ffi.new("int*")
     check(lib.tether_current_resource_is_locked(device_value(device), out))

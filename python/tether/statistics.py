@@ -33,6 +33,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal, TypeVar
 
+from ._convert import DeviceLike
 from ._current import get_current_resource, set_current_resource
 from ._resources import Statistics, StatisticsAdaptor
 
@@ -44,7 +45,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _adaptor(adaptor: StatisticsAdaptor | None, device: int | None) -> StatisticsAdaptor | None:
+def _adaptor(adaptor: StatisticsAdaptor | None, device: DeviceLike | None) -> StatisticsAdaptor | None:
     """The given adaptor, or a new wrapper of the current resource of ``device`` if that is a
     StatisticsAdaptor (the caller closes it: see _scoped), else None."""
     if adaptor is not None:
@@ -59,7 +60,7 @@ def _adaptor(adaptor: StatisticsAdaptor | None, device: int | None) -> Statistic
 
 
 @contextlib.contextmanager
-def _scoped(adaptor: StatisticsAdaptor | None, device: int | None) -> Iterator[StatisticsAdaptor | None]:
+def _scoped(adaptor: StatisticsAdaptor | None, device: DeviceLike | None) -> Iterator[StatisticsAdaptor | None]:
     """_adaptor(), closing the wrapper it made (never the caller's adaptor) afterwards."""
     a = _adaptor(adaptor, device)
     try:
@@ -69,7 +70,7 @@ def _scoped(adaptor: StatisticsAdaptor | None, device: int | None) -> Iterator[S
             a.close()
 
 
-def enable_statistics(device: int | None = None) -> StatisticsAdaptor:
+def enable_statistics(device: DeviceLike | None = None) -> StatisticsAdaptor:
     """Make the current resource of ``device`` a StatisticsAdaptor; return it.
 
     If it already is one, nothing changes. Otherwise the current resource is
@@ -88,26 +89,26 @@ def enable_statistics(device: int | None = None) -> StatisticsAdaptor:
     return adaptor
 
 
-def get_statistics(device: int | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
+def get_statistics(device: DeviceLike | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
     """The counters of the adaptor's top set, or None if statistics are not enabled."""
     with _scoped(adaptor, device) as a:
         return None if a is None else a.statistics()
 
 
-def push_statistics(device: int | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
+def push_statistics(device: DeviceLike | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
     """Push a new counter set (see StatisticsAdaptor.push_counters); None if not enabled."""
     with _scoped(adaptor, device) as a:
         return None if a is None else a.push_counters()
 
 
-def pop_statistics(device: int | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
+def pop_statistics(device: DeviceLike | None = None, *, adaptor: StatisticsAdaptor | None = None) -> Statistics | None:
     """Pop the top counter set and return it (see StatisticsAdaptor.pop_counters); None if not enabled."""
     with _scoped(adaptor, device) as a:
         return None if a is None else a.pop_counters()
 
 
 @contextlib.contextmanager
-def statistics(device: int | None = None, *,
+def statistics(device: DeviceLike | None = None, *,
                adaptor: StatisticsAdaptor | None = None) -> Iterator[StatisticsAdaptor]:
     """Count what the block allocates; yields the StatisticsAdaptor.
 
@@ -234,7 +235,7 @@ class profiler:  # noqa: N801 - used as a decorator and a context manager, like 
     """
 
     def __init__(self, *, name: str = "", records: ProfilerRecords | None = None,
-                 adaptor: StatisticsAdaptor | None = None, device: int | None = None) -> None:
+                 adaptor: StatisticsAdaptor | None = None, device: DeviceLike | None = None) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
         if adaptor is not None and not isinstance(adaptor, StatisticsAdaptor):
