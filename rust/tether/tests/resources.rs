@@ -252,15 +252,18 @@ fn pool_info_counts_free_blocks() {
     let a = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
     let b = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
     let c = pool.allocate(4096, 0, Stream::DEFAULT).unwrap();
-    assert_eq!(pool.pool_info().unwrap().free_blocks, 1); // the tail
+    // One free block: the tail.
+    assert_eq!(pool.pool_info().unwrap().free_blocks, 1);
     // SAFETY: b came from this pool with these arguments and is not used again.
     unsafe { pool.deallocate(b, 4096, 0, Stream::DEFAULT).unwrap() };
     let i = pool.pool_info().unwrap();
-    assert_eq!((i.free_blocks, i.free_bytes), (2, (1 << 20) - 2 * 4096)); // the hole and the tail
+    // Two: the hole and the tail.
+    assert_eq!((i.free_blocks, i.free_bytes), (2, (1 << 20) - 2 * 4096));
     // SAFETY: as above.
     unsafe {
         pool.deallocate(a, 4096, 0, Stream::DEFAULT).unwrap();
         pool.deallocate(c, 4096, 0, Stream::DEFAULT).unwrap();
     }
-    assert_eq!(pool.pool_info().unwrap().free_blocks, 1); // coalesced again
+    // Coalesced into one again.
+    assert_eq!(pool.pool_info().unwrap().free_blocks, 1);
 }
