@@ -161,6 +161,7 @@ TEST_F(Wrapper, AllocateSpellings) {
   other.deallocate(q, 256);
   const tether_pool_info_t info = pool.pool_info();
   EXPECT_EQ(info.free_bytes, info.pool_size);
+  EXPECT_EQ(info.free_blocks, info.pool_size == 0 ? 0u : 1u);  // all free, all coalesced (C++ sees the appended field)
 }
 
 TEST_F(Wrapper, QueriesAndEquality) {
