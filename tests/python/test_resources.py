@@ -97,7 +97,7 @@ def test_pool_info_and_trim():
         pool.deallocate(p, 1000)
         assert pool.pool_info().free_bytes == pool.pool_info().pool_size
         pool.trim()
-        assert pool.pool_info() == tether.PoolInfo(0, 0, 0, 0)
+        assert pool.pool_info() == tether.PoolInfo(0, 0, 0, 0, 0)
 
 
 def test_pool_rejects_initial_above_maximum():
