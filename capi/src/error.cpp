@@ -61,20 +61,7 @@ TETHER_API const char* tether_status_name(tether_status_t status) {
   int value;
   static_assert(sizeof value == sizeof status, "tether_status_t is int-sized");
   std::memcpy(&value, &status, sizeof value);
-  switch (value) {
-    case TETHER_OK: return "TETHER_OK";
-    case TETHER_ERROR_INVALID_ARGUMENT: return "TETHER_ERROR_INVALID_ARGUMENT";
-    case TETHER_ERROR_INVALID_HANDLE: return "TETHER_ERROR_INVALID_HANDLE";
-    case TETHER_ERROR_OUT_OF_MEMORY: return "TETHER_ERROR_OUT_OF_MEMORY";
-    case TETHER_ERROR_NOT_SUPPORTED: return "TETHER_ERROR_NOT_SUPPORTED";
-    case TETHER_ERROR_NO_DEVICE: return "TETHER_ERROR_NO_DEVICE";
-    case TETHER_ERROR_CUDA: return "TETHER_ERROR_CUDA";
-    case TETHER_ERROR_LOCKED: return "TETHER_ERROR_LOCKED";
-    case TETHER_ERROR_VERSION_MISMATCH: return "TETHER_ERROR_VERSION_MISMATCH";
-    case TETHER_ERROR_SHUTTING_DOWN: return "TETHER_ERROR_SHUTTING_DOWN";
-    case TETHER_ERROR_INTERNAL: return "TETHER_ERROR_INTERNAL";
-    default: return "TETHER_UNKNOWN_STATUS";
-  }
+  return tether::core::status_name(value);
 }
 
 }  // extern "C"

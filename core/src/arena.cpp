@@ -19,7 +19,7 @@
 // event recorded on the stream that gave it back (`ready`), or is marked
 // `unsynced` when it was collected from an arena whose stream may be gone;
 // whoever takes it for another stream waits on the event, or synchronises
-// the device once (which settles every free slot).
+// the device once (which settles every free slot): stream_reuse.hpp.
 #include "tether_core/arena.hpp"
 
 #include <algorithm>
@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "stream_reuse.hpp"
 #include "tether_core/free_check.hpp"
 
 namespace tether::core {
@@ -139,7 +140,8 @@ class ArenaResource final : public Resource {
         sb_(checked_superblock(o.superblock_size)),
         fixed_(o.arena_size != 0),
         order_(upstream_->stream_order()),
-        serial_(g_arena_serial.fetch_add(1) + 1) {
+        serial_(g_arena_serial.fetch_add(1) + 1),
+        spare_events_(order_) {
     publish();
     if (fixed_) {
       const std::size_t bytes = round_up(o.arena_size, sb_);
@@ -150,13 +152,12 @@ class ArenaResource final : public Resource {
 
   ~ArenaResource() override {
     try {
-      if (order_ != nullptr) order_->synchronize_device();
+      stream_reuse::settle(order_);
       std::lock_guard<std::mutex> g(global_);
       for (auto& c : all_chunks_) {
         for (std::size_t i = 0; i < c->count; ++i) c->slots[i].ready.reset();
         if (!c->returned) upstream_->deallocate_for(id(), reinterpret_cast<void*>(c->base), c->bytes, sb_, 0);
       }
-      for (StreamOrder::event_t e : spare_events_) order_->destroy_event(e);
     } catch (...) {  // an upstream failing at teardown: leak rather than terminate
     }
   }
@@ -523,18 +524,15 @@ class ArenaResource final : public Resource {
   // Make `stream` wait for the last users of slots [s, s+n). Global lock held.
   void order_before_use(Slot* s, std::size_t n, stream_t stream) {
     if (order_ == nullptr) return;
-    for (std::size_t i = 0; i < n; ++i)
-      if (s[i].unsynced && s[i].freed_on != stream) {
-        settle_locked();
-        break;
-      }
-    const void* last = nullptr;
+    stream_reuse::Handover handover(order_);
+    // Slots no event covers first: their device synchronisation settles every
+    // free slot, and then nothing needs a wait.
+    for (std::size_t i = 0; i < n && !handover.device_done(); ++i)
+      if (s[i].unsynced) handover.wait(stream, s[i].freed_on, nullptr);
+    if (handover.device_done()) forget_events_locked();
     for (std::size_t i = 0; i < n; ++i) {
       Slot& x = s[i];
-      if (x.ready && x.freed_on != stream && x.ready.get() != last) {
-        order_->wait_event(stream, x.ready.get());
-        last = x.ready.get();
-      }
+      if (x.ready) handover.wait(stream, x.freed_on, x.ready.get());
       x.ready.reset();
       x.unsynced = false;
     }
@@ -542,7 +540,12 @@ class ArenaResource final : public Resource {
 
   // Synchronise the device: every free slot becomes usable by every stream. Global lock held.
   void settle_locked() {
-    order_->synchronize_device();
+    stream_reuse::settle(order_);
+    forget_events_locked();
+  }
+
+  // The device was synchronised: no free slot needs a wait any more. Global lock held.
+  void forget_events_locked() {
     for (Chunk* c : *chunks())
       for (std::size_t i = 0; i < c->count; ++i) {
         c->slots[i].ready.reset();
@@ -552,20 +555,8 @@ class ArenaResource final : public Resource {
 
   // An event recorded on `stream` now (stream alive: a free on it is in progress). Global lock held.
   Event record_locked(stream_t stream) {
-    StreamOrder::event_t e;
-    if (!spare_events_.empty()) {
-      e = spare_events_.back();
-      spare_events_.pop_back();
-    } else {
-      e = order_->create_event();
-    }
-    try {
-      order_->record_event(e, stream);
-    } catch (...) {
-      spare_events_.push_back(e);
-      throw;
-    }
-    return Event(e, [this](void* ev) { spare_events_.push_back(ev); });  // dropped under the global lock
+    // The last slot drops it under the global lock: back to the spares.
+    return Event(spare_events_.record(stream), [this](void* ev) { spare_events_.put(ev); });
   }
 
   // Give superblock s of arena a (a's lock held) back to the global arena.
@@ -653,7 +644,7 @@ class ArenaResource final : public Resource {
   StreamOrder* const order_;
   const std::uint64_t serial_;
 
-  std::vector<StreamOrder::event_t> spare_events_;  // before the chunks: slot events return here
+  stream_reuse::EventSpares spare_events_;  // before the chunks: slot events return here
   std::mutex global_;
   std::vector<std::unique_ptr<Chunk>> all_chunks_;   // every chunk record ever made
   std::vector<std::unique_ptr<ChunkList>> lists_;    // every list ever published

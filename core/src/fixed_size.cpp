@@ -9,7 +9,8 @@
 // used, or freed before the last device synchronisation) go to any stream;
 // a block freed on stream S goes to S's list and back to S only. When the
 // settled list and growing cannot serve a request, the device is
-// synchronised once and every stream's list becomes settled.
+// synchronised once and every stream's list becomes settled
+// (stream_reuse.hpp).
 // Upstream allocate/deallocate run with the mutex released.
 #include "tether_core/fixed_size.hpp"
 
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "stream_reuse.hpp"
 #include "tether_core/free_check.hpp"
 
 namespace tether::core {
@@ -64,7 +66,7 @@ class FixedSizeResource final : public Resource {
     // Callers' blocks still outstanding are the C layer's orphans (it keeps
     // this object alive for them); what reaches here is all free.
     try {
-      if (order_ != nullptr && unsettled_ != 0) order_->synchronize_device();
+      if (unsettled_ != 0) stream_reuse::settle(order_);
       for (const auto& [base, c] : chunks_)
         upstream_->deallocate_for(id(), reinterpret_cast<void*>(base), c.bytes, block_alignment_, 0);
     } catch (...) {  // an upstream failing at teardown: leak rather than terminate
@@ -193,8 +195,8 @@ class FixedSizeResource final : public Resource {
 
   // Make every stream's free blocks available to all streams.
   void settle_all() {
-    if (order_ == nullptr || unsettled_ == 0) return;
-    order_->synchronize_device();
+    if (unsettled_ == 0) return;  // (always so over a host upstream)
+    stream_reuse::settle(order_);
     for (auto& [s, blocks] : stream_free_) settled_.insert(settled_.end(), blocks.begin(), blocks.end());
     stream_free_.clear();
     unsettled_ = 0;

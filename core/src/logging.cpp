@@ -125,7 +125,7 @@ class LoggingAdaptor final : public Resource {
                                 static_cast<unsigned long long>(ns.count()), thread_id(), action,
                                 static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr)),
                                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(stream),
-                                log_status_name(status));
+                                status_name(status));
     if (n > 0) emit(line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
   }
 
@@ -152,23 +152,6 @@ class LoggingAdaptor final : public Resource {
 };
 
 }  // namespace
-
-const char* log_status_name(tether_status_t status) noexcept {
-  switch (status) {
-    case TETHER_OK: return "TETHER_OK";
-    case TETHER_ERROR_INVALID_ARGUMENT: return "TETHER_ERROR_INVALID_ARGUMENT";
-    case TETHER_ERROR_INVALID_HANDLE: return "TETHER_ERROR_INVALID_HANDLE";
-    case TETHER_ERROR_OUT_OF_MEMORY: return "TETHER_ERROR_OUT_OF_MEMORY";
-    case TETHER_ERROR_NOT_SUPPORTED: return "TETHER_ERROR_NOT_SUPPORTED";
-    case TETHER_ERROR_NO_DEVICE: return "TETHER_ERROR_NO_DEVICE";
-    case TETHER_ERROR_CUDA: return "TETHER_ERROR_CUDA";
-    case TETHER_ERROR_LOCKED: return "TETHER_ERROR_LOCKED";
-    case TETHER_ERROR_VERSION_MISMATCH: return "TETHER_ERROR_VERSION_MISMATCH";
-    case TETHER_ERROR_SHUTTING_DOWN: return "TETHER_ERROR_SHUTTING_DOWN";
-    case TETHER_ERROR_INTERNAL: return "TETHER_ERROR_INTERNAL";
-  }
-  return "TETHER_UNKNOWN_STATUS";
-}
 
 ResourcePtr make_logging_adaptor(ResourcePtr upstream, LoggingOptions options) {
   return std::make_shared<LoggingAdaptor>(std::move(upstream), std::move(options));

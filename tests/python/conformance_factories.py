@@ -19,6 +19,10 @@ HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
 - ``twins_share_frees=True`` if two instances accept each other's frees (raw CUDA resources
   of one kind and device share one allocation table).
 
+Whether a configuration caches upstream memory (and so is trimmed before the last
+balance check) is not stated per entry: it follows from the kinds in its stack
+(``caches_upstream_memory``; add a new caching kind to ``CACHING_KINDS``).
+
 Nothing else needs editing. gpu_support.resource_factories() (the GPU tests'
 list) is derived from the gpu entries here.
 """
@@ -74,6 +78,19 @@ def statistics(upstream: tether.Resource) -> tether.Resource:
     return over(tether.StatisticsAdaptor, upstream)
 
 
+# Kinds that keep upstream memory after their callers freed everything, until trim() or
+# their end. A stack caches upstream memory when any of its links is one of these, so an
+# adaptor inherits the trait from its upstream. The C ABI suite's caches_upstream_memory()
+# (tests/capi/conformance/conformance.hpp) has the same set.
+CACHING_KINDS = frozenset({tether.ResourceKind.POOL, tether.ResourceKind.ARENA, tether.ResourceKind.BINNING,
+                           tether.ResourceKind.FIXED_SIZE})
+
+
+def caches_upstream_memory(links: list[tether.Resource]) -> bool:
+    """Whether the stack ``links`` (a resource and its upstreams) caches upstream memory."""
+    return any(link.kind in CACHING_KINDS for link in links)
+
+
 @dataclass(frozen=True)
 class Factory:
     make: Callable[[], tether.Resource]
@@ -99,6 +116,13 @@ FACTORIES: dict[str, Factory] = {
     "binning_host": Factory(lambda: over(tether.BinningResource, host(), bins=(8, 16), blocks_to_preallocate=4)),
     "fixed_size_host": Factory(lambda: over(tether.FixedSizeResource, host(), block_size="8 MiB",
                                             blocks_to_preallocate=4), max_request=8 * MiB),
+    # statistics under a caching resource: after trim it must have given everything back
+    "arena_statistics_host": Factory(lambda: over(tether.ArenaResource, statistics(host()))),
+    "binning_statistics_host": Factory(lambda: over(tether.BinningResource, statistics(host()), bins=(8, 16),
+                                                    blocks_to_preallocate=4)),
+    "fixed_size_statistics_host": Factory(lambda: over(tether.FixedSizeResource, statistics(host()),
+                                                       block_size="8 MiB", blocks_to_preallocate=4),
+                                          max_request=8 * MiB),
     "callback_python": Factory(python_heap),
     "pool_callback_python": Factory(lambda: pool(python_heap())),
     "logging_host": Factory(lambda: over(tether.LoggingAdaptor, host(), callback=lambda line: None)),

@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 
 import tether
-from conformance_factories import FACTORIES, GiB, KiB, MiB, Driver, Factory
+from conformance_factories import CACHING_KINDS, FACTORIES, GiB, KiB, MiB, Driver, Factory, caches_upstream_memory
 
 MAX_ALIGNMENT = 1 << 30
 
@@ -73,21 +73,47 @@ def subject(request: pytest.FixtureRequest) -> Iterator[Subject]:
     s = Subject(request.param, FACTORIES[request.param])
     before = orphans()
     yield s
-    # Everything the test allocated is back: nothing outstanding above the first pool.
+    # Everything the test allocated is back, first as the stack stands: a stack that caches
+    # nothing must balance with no trim, and a pool's books are checked while it still holds
+    # its chunks. A stack that caches upstream memory gives it back on trim: checked again.
     links = chain(s.r)
     try:
-        for link in links:
-            if isinstance(link, tether.StatisticsAdaptor):
-                st = link.statistics()
-                assert (st.current_bytes, st.current_count) == (0, 0), f"{link!r}: {st}"
-            if isinstance(link, tether.PoolResource):
-                info = link.pool_info()
-                assert info.free_bytes == info.pool_size, f"{link!r} still lends {info}"
-                break  # further down: the pool's chunks
+        assert_balanced(links, trimmed=False)
+        if caches_upstream_memory(links):
+            s.r.trim()
+            assert_balanced(links, trimmed=True)
     finally:
         close_all(links[1:])
         s.r.close()
     assert orphans() == before, "a resource was released with allocations outstanding"
+
+
+def assert_balanced(links: list[tether.Resource], trimmed: bool) -> None:
+    """Nothing outstanding in any link above the first pool; just under a pool, exactly the
+    pool's chunks. Before a trim the check stops at a caching link that reports no pool
+    figures (arena, binning, fixed-size): what it holds is invisible until it is trimmed."""
+    when = "after trim" if trimmed else "with no trim"
+    above: tether.Resource | None = None
+    for link in links:
+        if isinstance(above, tether.PoolResource):
+            held = above.pool_info()
+            if isinstance(link, tether.StatisticsAdaptor):
+                st = link.statistics()
+                assert (st.current_bytes, st.current_count) == (held.pool_size, held.chunk_count), \
+                    f"{when}: {link!r} under {held}: {st}"
+            if isinstance(link, tether.PoolResource):
+                info = link.pool_info()
+                assert info.pool_size - info.free_bytes == held.pool_size, f"{when}: {link!r} under {held}: {info}"
+            return  # further down: the upstream's own business
+        if not trimmed and link.kind in CACHING_KINDS and not isinstance(link, tether.PoolResource):
+            return
+        if isinstance(link, tether.StatisticsAdaptor):
+            st = link.statistics()
+            assert (st.current_bytes, st.current_count) == (0, 0), f"{when}: {link!r}: {st}"
+        if isinstance(link, tether.PoolResource):
+            info = link.pool_info()
+            assert info.free_bytes == info.pool_size, f"{when}: {link!r} still lends {info}"
+        above = link
 
 
 def orphans() -> tuple[int, int]:

@@ -36,7 +36,4 @@ ResourcePtr make_logging_adaptor(ResourcePtr upstream, LoggingOptions options);
 // resources that are not logging adaptors.
 void flush_log(Resource& r);
 
-// The status name used in the status column.
-const char* log_status_name(tether_status_t status) noexcept;
-
 }  // namespace tether::core

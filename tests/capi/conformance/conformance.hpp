@@ -46,6 +46,18 @@ enum Trait : unsigned {
   kTwinsShareFrees = 1u << 0,
 };
 
+// Whether a resource of this kind keeps upstream memory after its callers
+// freed everything, until trim() or its destruction: pools, arenas, binning
+// and fixed-size resources. A stack caches upstream memory when any of its
+// links does, so an adaptor inherits the trait from its upstream and no list
+// entry states it. Such stacks are trimmed before the fixture's last balance
+// check; every other stack must balance without a trim. The one place this
+// is decided (tests/python/test_conformance.py has the same set of kinds).
+inline bool caches_upstream_memory(uint32_t kind) {
+  return kind == TETHER_RESOURCE_KIND_POOL || kind == TETHER_RESOURCE_KIND_ARENA ||
+         kind == TETHER_RESOURCE_KIND_BINNING || kind == TETHER_RESOURCE_KIND_FIXED_SIZE;
+}
+
 struct Factory {
   // Letters, digits and '_' only (it becomes part of the test name).
   std::string name;

@@ -19,6 +19,9 @@
 //   capacity  bytes it can hold at once if bounded (a pool's maximum_size, a limit), else 0:
 //             larger sizes are skipped and a request above it must be OUT_OF_MEMORY.
 //   traits    kNoTraits, or kTwinsShareFrees if two instances accept each other's frees.
+//             Whether the stack caches upstream memory (and is trimmed before the last
+//             balance check) is not stated here: it follows from the kinds in the stack
+//             (caches_upstream_memory() in conformance.hpp; add a new caching kind there).
 //   max_request  (optional) the largest single request it serves (a fixed-size block), else 0.
 //
 // Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in
@@ -193,6 +196,11 @@ const std::vector<Factory>& all_factories() {
       // blocks of 8 MiB: a larger request is OUT_OF_MEMORY
       {"fixed_size_host", [] { return fixed_size(host(), 8 * MiB, 4); }, Needs::host, 0, kNoTraits, 8 * MiB},
       {"statistics_arena_host", [] { return statistics(arena(host())); }, Needs::host},
+      // statistics under a caching resource: after trim it must have given everything back
+      {"arena_statistics_host", [] { return arena(statistics(host())); }, Needs::host},
+      {"binning_statistics_host", [] { return binning(statistics(host()), 8, 16, 4); }, Needs::host},
+      {"fixed_size_statistics_host", [] { return fixed_size(statistics(host()), 8 * MiB, 4); }, Needs::host, 0,
+       kNoTraits, 8 * MiB},
       {"callback_malloc", [] { return callback_over_malloc(); }, Needs::host},
       {"pool_callback_malloc", [] { return pool(callback_over_malloc()); }, Needs::host},
       {"logging_host", [] { return logging_to_nowhere(host()); }, Needs::host},
