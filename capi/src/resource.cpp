@@ -111,6 +111,16 @@ TETHER_API tether_status_t tether_resource_release(tether_resource_t* resource) 
 TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource, size_t size,
                                                     size_t alignment, tether_stream_t stream,
                                                     void** out_ptr) {
+  // Fast path (registry::enter): a live handle, outside any other call.
+  registry::Entered e;
+  if (out_ptr != nullptr) {
+    if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e))) {
+      return guard_entered("tether_resource_allocate", e, [&] {
+        *out_ptr = nullptr;
+        *out_ptr = obj->core->allocate(size, alignment, stream);
+      });
+    }
+  }
   return guard("tether_resource_allocate", [&] {
     require_out(out_ptr, "out_ptr");
     *out_ptr = nullptr;
@@ -122,6 +132,9 @@ TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource,
 TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resource, void* ptr,
                                                       size_t size, size_t alignment,
                                                       tether_stream_t stream) {
+  registry::Entered e;
+  if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e)))
+    return guard_entered("tether_resource_deallocate", e, [&] { obj->core->deallocate(ptr, size, alignment, stream); });
   return guard("tether_resource_deallocate", [&] {
     ResourceRef r(resource);
     r->core->deallocate(ptr, size, alignment, stream);
