@@ -218,6 +218,26 @@ std::uint64_t retired_slots() noexcept;
 tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream,
                                         std::string spec_args = {});
 
+namespace spec {
+std::string format_options(const char* type_name, const void* options);  // spec.hpp
+}
+
+// The shared body of tether_<type>_create(upstream, options, out) for types
+// built over an upstream: check out and clear it, borrow the upstream
+// (INVALID_HANDLE unless live), read the options (NULL: `defaults`; a
+// struct_size below any published layout: VERSION_MISMATCH), build the core
+// resource with make(upstream's core, options), and write to *out a new
+// handle that owns it and retains upstream, named in specs by
+// spec::format_options(spec_name, &options). All inside guard(function, ...).
+template <class Options, class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, const Options* options,
+                                     const Options& defaults, const char* spec_name, tether_resource_t** out,
+                                     Make&& make) noexcept;
+// The same for a type without options (its spec names only the upstream).
+template <class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, tether_resource_t** out,
+                                     Make&& make) noexcept;
+
 // A temporary reference to a live object, for the duration of one call and
 // on one thread (a registry borrow): acquiring fails (throws
 // Error(INVALID_HANDLE)) for NULL, stale, forged or wrong-type handles; while
@@ -237,6 +257,31 @@ class ResourceRef {
   ResourceObject* obj_;
   registry::Borrow borrow_;
 };
+
+template <class Options, class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, const Options* options,
+                                     const Options& defaults, const char* spec_name, tether_resource_t** out,
+                                     Make&& make) noexcept {
+  return guard(function, [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const Options o = read_options(options, defaults, "options");
+    core::ResourcePtr made = make(up->core, o);
+    *out = make_resource_handle(std::move(made), upstream, spec::format_options(spec_name, &o));
+  });
+}
+
+template <class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, tether_resource_t** out,
+                                     Make&& make) noexcept {
+  return guard(function, [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    *out = make_resource_handle(make(up->core), upstream);
+  });
+}
 
 // +1 / -1 on a resource handle without touching the error state.
 tether_status_t retain_resource(tether_resource_t* h) noexcept;

@@ -23,12 +23,8 @@ extern "C" {
 
 TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
                                                             tether_resource_t** out) {
-  return guard("tether_statistics_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    *out = make_resource_handle(core::make_statistics_adaptor(up->core), upstream);
-  });
+  return create_over_upstream("tether_statistics_adaptor_create", upstream, out,
+                              [](const core::ResourcePtr& upstream_core) { return core::make_statistics_adaptor(upstream_core); });
 }
 
 TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
