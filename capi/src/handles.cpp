@@ -299,7 +299,10 @@ void end_borrow(const Borrow& borrowed) noexcept {
 }
 
 Object* enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept {
-  ThreadState& ts = t_state;
+  ThreadState* tsp = &t_state;
+  // One TLS lookup: GCC would compute the address again after the fence.
+  __asm__("" : "+r"(tsp));
+  ThreadState& ts = *tsp;
   HazardBlock* b = ts.block;
   // Not yet claimed (the general path claims it), inside a gate already (a
   // callback calling back in), or word 0 busy: the general path.
