@@ -106,7 +106,10 @@ void prepare() noexcept {
   const std::int64_t my_unlisted = (ts.depth > 0 && ts.entered_unlisted) ? 1 : 0;
   // A thread is inside while its gate flag is up or it has a hazard word
   // published (registry::enter()'s fast path uses the hazard word as its
-  // gate record; other borrows happen inside gates or take no lock).
+  // gate record). Waiting for hazard words cannot deadlock: no thread waits
+  // at a gate while it holds one (other borrows are taken inside gates,
+  // whose inner gates nest without waiting, or - tether_buffer_unpin - end
+  // before the next gate).
   for (ThreadBlock* b = first_thread_block(); b != nullptr; b = b->next) {
     if (b == mine || b == ts.block) continue;
     while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
