@@ -5,12 +5,14 @@
  * same loop on the same kind of pool called directly through the C++ core
  * (capi_cost_core.cpp), in one run. Also the C ABI with a non-zero stream
  * (the CUDA path's shape: a stream-ordered pool keys its free lists by it).
- * Prints the median ns per pair of RUNS runs, the difference and the ratio.
+ * Prints the median ns per pair of RUNS interleaved runs of each, the
+ * difference and the ratio to the core.
  * A benchmark, not a test: it never fails (it says what it skipped).
  *
  * usage: bench_capi_cost [pairs per run (default 2000000)] [initial size in MiB (default 8192)]
  */
 #define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -20,8 +22,10 @@
 #define RUNS 9
 #define SIZE 256
 
-/* capi_cost_core.cpp: the same loop on a core pool over host memory; < 0 if it could not run. */
-double capi_cost_core_ns_per_pair(size_t initial_size, size_t size, long pairs, int runs);
+/* capi_cost_core.cpp: the same loop on a core pool over host memory. */
+int capi_cost_core_create(size_t initial_size);
+double capi_cost_core_run(size_t size, long pairs);
+void capi_cost_core_destroy(void);
 
 static double now_ns(void) {
   struct timespec ts;
@@ -34,25 +38,37 @@ static int cmp(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-/* Median ns per pair, or -1 if a call failed (the message is printed). */
-static double capi_ns_per_pair(tether_resource_t* r, tether_stream_t stream, long pairs) {
-  double t[RUNS];
-  int run;
+/* ns per pair of one run, or -1 if a call failed (the message is printed). */
+static double capi_run(tether_resource_t* r, tether_stream_t stream, long pairs) {
+  double start = now_ns();
   long i;
-  for (run = 0; run < RUNS; ++run) {
-    double start = now_ns();
-    for (i = 0; i < pairs; ++i) {
-      void* p = NULL;
-      if (tether_resource_allocate(r, SIZE, 0, stream, &p) != TETHER_OK ||
-          tether_resource_deallocate(r, p, SIZE, 0, stream) != TETHER_OK) {
-        printf("  (failed: %s)\n", tether_last_error_message());
-        return -1;
-      }
+  for (i = 0; i < pairs; ++i) {
+    void* p = NULL;
+    if (tether_resource_allocate(r, SIZE, 0, stream, &p) != TETHER_OK ||
+        tether_resource_deallocate(r, p, SIZE, 0, stream) != TETHER_OK) {
+      printf("  (C ABI call failed: %s)\n", tether_last_error_message());
+      return -1;
     }
-    t[run] = (now_ns() - start) / (double)pairs;
   }
-  qsort(t, RUNS, sizeof t[0], cmp);
-  return t[RUNS / 2];
+  return (now_ns() - start) / (double)pairs;
+}
+
+static double median(double* t, int n) {
+  int i;
+  for (i = 0; i < n; ++i)
+    if (t[i] < 0) return -1;
+  qsort(t, (size_t)n, sizeof t[0], cmp);
+  return t[n / 2];
+}
+
+static void print_row(const char* what, double ns, double core) {
+  if (ns < 0) {
+    printf("  %-27s: skipped\n", what);
+    return;
+  }
+  printf("  %-27s: %7.1f ns/pair", what, ns);
+  if (core > 0 && ns != core) printf("   (%+.1f ns, %.2fx the core)", ns - core, ns / core);
+  printf("\n");
 }
 
 static tether_resource_t* make_pool(tether_resource_t* host, size_t initial) {
@@ -70,7 +86,8 @@ int main(int argc, char** argv) {
   long pairs = argc > 1 ? atol(argv[1]) : 2000000L;
   size_t initial = (argc > 2 ? (size_t)atol(argv[2]) : (size_t)8192) << 20;
   tether_resource_t *host = NULL, *pool = NULL;
-  double capi, capi_stream, core;
+  double t_core[RUNS], t_capi[RUNS], t_stream[RUNS], core;
+  int run, have_core;
   if (pairs <= 0) pairs = 2000000L;
   if (tether_host_resource_create(&host) != TETHER_OK) {
     printf("no host resource: %s\n", tether_last_error_message());
@@ -86,26 +103,22 @@ int main(int argc, char** argv) {
     tether_resource_release(host);
     return 0;
   }
+  have_core = capi_cost_core_create(initial);
   printf("allocate+free of %d B on one thread, pool over host memory, %zu MiB initial, "
-         "median of %d runs of %ld pairs:\n", SIZE, initial >> 20, RUNS, pairs);
-  (void)capi_ns_per_pair(pool, 0, pairs / 10 + 1); /* warm up */
-  core = capi_cost_core_ns_per_pair(initial, SIZE, pairs, RUNS);
-  capi = capi_ns_per_pair(pool, 0, pairs);
-  capi_stream = capi_ns_per_pair(pool, (tether_stream_t)(uintptr_t)0x1000, pairs);
-  if (core > 0)
-    printf("  core pool, direct C++ call : %7.1f ns/pair\n", core);
-  else
-    printf("  core pool, direct C++ call : skipped\n");
-  if (capi > 0) {
-    printf("  C ABI, stream 0            : %7.1f ns/pair", capi);
-    if (core > 0) printf("   (+%.1f ns, %.2fx the core)", capi - core, capi / core);
-    printf("\n");
+         "median of %d interleaved runs of %ld pairs:\n", SIZE, initial >> 20, RUNS, pairs);
+  /* Warm up, then interleave the three loops so load on the machine hits all alike. */
+  (void)capi_run(pool, 0, pairs / 10 + 1);
+  if (have_core) (void)capi_cost_core_run(SIZE, pairs / 10 + 1);
+  for (run = 0; run < RUNS; ++run) {
+    t_core[run] = have_core ? capi_cost_core_run(SIZE, pairs) : -1;
+    t_capi[run] = capi_run(pool, 0, pairs);
+    t_stream[run] = capi_run(pool, (tether_stream_t)(uintptr_t)0x1000, pairs);
   }
-  if (capi_stream > 0) {
-    printf("  C ABI, non-zero stream     : %7.1f ns/pair", capi_stream);
-    if (core > 0) printf("   (+%.1f ns, %.2fx the core)", capi_stream - core, capi_stream / core);
-    printf("\n");
-  }
+  core = median(t_core, RUNS);
+  print_row("core pool, direct C++ call", core, core);
+  print_row("C ABI, stream 0", median(t_capi, RUNS), core);
+  print_row("C ABI, non-zero stream", median(t_stream, RUNS), core);
+  if (have_core) capi_cost_core_destroy();
   tether_resource_release(pool);
   tether_resource_release(host);
   return 0;
