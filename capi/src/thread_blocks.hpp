@@ -81,14 +81,15 @@ namespace tether::capi {
 //
 // TLS model: the default (global-dynamic), one __tls_get_addr per call.
 // Initial-exec would make that a single %fs-relative load, but it requires
-// the whole of libtether's TLS segment (including error.cpp's 1 KiB message
-// buffer per thread) to fit in static TLS; a library that Python dlopens only
-// gets glibc's static TLS surplus for that (glibc >= 2.32: 512 bytes of
-// rtld.optional_static_tls shared by every dlopened module), and when it is
-// used up dlopen fails with "cannot allocate memory in static TLS block".
-// TLS descriptors (-mtls-dialect=gnu2) would degrade gracefully but depend on
-// _dl_tlsdesc_dynamic, which clobbered vector registers before glibc 2.40
-// (glibc bug 31372). One lookup per call is ~11 instructions: not worth either risk.
+// the whole of libtether's TLS segment to fit in static TLS (it is ~2.6 KiB:
+// error.cpp's message buffer, the core's per-thread caches, this). A library
+// that Python dlopens only gets glibc's static TLS surplus for that (glibc >=
+// 2.32: rtld.optional_static_tls, 512 bytes by default, shared by every
+// dlopened module); past it dlopen fails with "cannot allocate memory in
+// static TLS block". TLS descriptors (-mtls-dialect=gnu2) would fall back
+// gracefully, but through _dl_tlsdesc_dynamic, which did not preserve vector
+// registers in some glibc releases (glibc bug 31372, fixed in 2.40 and
+// backports). One lookup per call is ~11 instructions: not worth either risk.
 
 constexpr int kHazards = 4;  // borrows one thread may hold at once
 
