@@ -20,16 +20,14 @@ TETHER_API tether_status_t tether_aligned_options_init(tether_aligned_options_t*
 TETHER_API tether_status_t tether_aligned_adaptor_create(tether_resource_t* upstream,
                                                          const tether_aligned_options_t* options,
                                                          tether_resource_t** out) {
-  return guard("tether_aligned_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_aligned_options_t o = read_options(options, kAlignedDefaults, "options");
-    core::AlignedOptions ao;
-    ao.alignment = o.alignment;
-    ao.threshold = o.threshold;
-    *out = make_resource_handle(core::make_aligned_adaptor(up->core, ao), upstream, spec::format_options("aligned", &o));
-  });
+  return create_over_upstream(
+      "tether_aligned_adaptor_create", upstream, options, kAlignedDefaults, "aligned", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_aligned_options_t& o) {
+        core::AlignedOptions ao;
+        ao.alignment = o.alignment;
+        ao.threshold = o.threshold;
+        return core::make_aligned_adaptor(upstream_core, ao);
+      });
 }
 
 TETHER_API tether_status_t tether_aligned_adaptor_get_options(tether_resource_t* resource,

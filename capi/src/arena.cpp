@@ -22,16 +22,14 @@ TETHER_API tether_status_t tether_arena_options_init(tether_arena_options_t* opt
 TETHER_API tether_status_t tether_arena_resource_create(tether_resource_t* upstream,
                                                         const tether_arena_options_t* options,
                                                         tether_resource_t** out) {
-  return guard("tether_arena_resource_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_arena_options_t o = read_options(options, kArenaDefaults, "options");
-    core::ArenaOptions ao;
-    ao.arena_size = o.arena_size;
-    ao.superblock_size = o.superblock_size;
-    *out = make_resource_handle(core::make_arena_resource(up->core, ao), upstream, spec::format_options("arena", &o));
-  });
+  return create_over_upstream(
+      "tether_arena_resource_create", upstream, options, kArenaDefaults, "arena", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_arena_options_t& o) {
+        core::ArenaOptions ao;
+        ao.arena_size = o.arena_size;
+        ao.superblock_size = o.superblock_size;
+        return core::make_arena_resource(upstream_core, ao);
+      });
 }
 
 TETHER_API tether_status_t tether_arena_get_info(tether_resource_t* resource, tether_arena_info_t* out) {

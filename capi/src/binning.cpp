@@ -24,22 +24,20 @@ TETHER_API tether_status_t tether_binning_options_init(tether_binning_options_t*
 TETHER_API tether_status_t tether_binning_resource_create(tether_resource_t* upstream,
                                                           const tether_binning_options_t* options,
                                                           tether_resource_t** out) {
-  return guard("tether_binning_resource_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_binning_options_t o = read_options(options, kBinningDefaults, "options");
-    core::BinningOptions bo;
-    bo.min_size_exponent = o.min_size_exponent;
-    bo.max_size_exponent = o.max_size_exponent;
-    bo.blocks_to_preallocate = o.blocks_to_preallocate;
-    core::ResourcePtr fallback;
-    if (o.fallback != nullptr) {
-      ResourceRef fb(o.fallback);  // the core resource keeps the fallback alive
-      fallback = fb->core;
-    }
-    *out = make_resource_handle(core::make_binning_resource(up->core, std::move(fallback), bo), upstream, spec::format_options("binning", &o));
-  });
+  return create_over_upstream(
+      "tether_binning_resource_create", upstream, options, kBinningDefaults, "binning", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_binning_options_t& o) {
+        core::BinningOptions bo;
+        bo.min_size_exponent = o.min_size_exponent;
+        bo.max_size_exponent = o.max_size_exponent;
+        bo.blocks_to_preallocate = o.blocks_to_preallocate;
+        core::ResourcePtr fallback;
+        if (o.fallback != nullptr) {
+          ResourceRef fb(o.fallback);  // the core resource keeps the fallback alive
+          fallback = fb->core;
+        }
+        return core::make_binning_resource(upstream_core, std::move(fallback), bo);
+      });
 }
 
 TETHER_API tether_status_t tether_binning_resource_add_bin(tether_resource_t* resource, size_t size,

@@ -24,16 +24,14 @@ TETHER_API tether_status_t tether_fixed_size_options_init(tether_fixed_size_opti
 TETHER_API tether_status_t tether_fixed_size_resource_create(tether_resource_t* upstream,
                                                              const tether_fixed_size_options_t* options,
                                                              tether_resource_t** out) {
-  return guard("tether_fixed_size_resource_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_fixed_size_options_t o = read_options(options, kFixedSizeDefaults, "options");
-    core::FixedSizeOptions fo;
-    fo.block_size = o.block_size;
-    fo.blocks_to_preallocate = o.blocks_to_preallocate;
-    *out = make_resource_handle(core::make_fixed_size_resource(up->core, fo), upstream, spec::format_options("fixed_size", &o));
-  });
+  return create_over_upstream(
+      "tether_fixed_size_resource_create", upstream, options, kFixedSizeDefaults, "fixed_size", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_fixed_size_options_t& o) {
+        core::FixedSizeOptions fo;
+        fo.block_size = o.block_size;
+        fo.blocks_to_preallocate = o.blocks_to_preallocate;
+        return core::make_fixed_size_resource(upstream_core, fo);
+      });
 }
 
 TETHER_API tether_status_t tether_fixed_size_get_info(tether_resource_t* resource, tether_fixed_size_info_t* out) {

@@ -14,6 +14,12 @@
 // meanwhile wait at the gate until the fork is over. A gate costs one
 // store to a per-thread word and one load of a shared, read-mostly flag,
 // ordered by an asymmetric fence (membarrier) where the kernel has one.
+// The hot entry points (allocate, deallocate) pass no gate of their own:
+// registry::enter() publishes the handle in the thread's hazard word, which
+// a borrow needs anyway, and checks g_forking after that one fenced store;
+// prepare() waits for published hazard words as for raised gate flags. The
+// gate flag and the hazard words share one per-thread block
+// (thread_blocks.hpp).
 //
 // In the child the handler forgets the gate records and hazard words of
 // threads that no longer exist and tells the core (process.cpp) that CUDA is
@@ -39,35 +45,15 @@ namespace registry {
 void after_fork_child() noexcept;  // handles.cpp
 }
 
+// Raised by prepare() until the fork is over (thread_blocks.hpp).
+std::atomic<bool> g_forking{false};
+
 namespace {
 
-// One thread's record. Never freed; a thread's block is reused after it exits.
-struct alignas(64) GateBlock {
-  std::atomic<std::uint32_t> active{0};  // 1 while the thread is inside a gate
-  std::atomic<bool> owned{false};
-  GateBlock* next = nullptr;  // immutable once published
-};
-
-std::atomic<bool> g_forking{false};
 // Threads inside a gate without a block (allocation failed, or the thread is
 // past its TLS destruction): counted here instead.
 std::atomic<std::int64_t> g_unlisted{0};
 std::mutex g_fork_mutex;  // one fork at a time
-
-// One thread-local struct: one TLS address computation per gate.
-struct GateTls {
-  GateBlock* gate = nullptr;
-  GateBlock* entered = nullptr;  // the block the outermost gate used
-  int depth = 0;
-  bool entered_unlisted = false;
-  bool gone = false;
-};
-thread_local GateTls t_tls;
-#define t_gate t_tls.gate
-#define t_entered t_tls.entered
-#define t_entered_unlisted t_tls.entered_unlisted
-#define t_gate_gone t_tls.gone
-#define t_depth t_tls.depth
 
 // The gate's store-load ordering. Where the kernel offers it, an asymmetric
 // fence: gates order their store and load with a compiler barrier only, and
@@ -97,21 +83,6 @@ void heavy_barrier() noexcept {
   sched_yield();
 }
 
-// At thread exit.
-void give_back_gate(void* block) noexcept {
-  ThreadBlocks<GateBlock>::give_back(static_cast<GateBlock*>(block));
-  t_gate = nullptr;
-  t_gate_gone = true;
-}
-ThreadBlocks<GateBlock> g_blocks(give_back_gate);
-
-GateBlock* my_gate() noexcept {
-  if (t_gate != nullptr) return t_gate;
-  if (t_gate_gone) return nullptr;
-  t_gate = g_blocks.claim();
-  return t_gate;
-}
-
 void wait_for_fork() noexcept {
   while (g_forking.load(std::memory_order_acquire)) sched_yield();
 }
@@ -130,11 +101,21 @@ void prepare() noexcept {
   heavy_barrier();
   // The forking thread itself is never inside a gate (tether does not fork),
   // but do not wait for it if it is.
-  const GateBlock* mine = t_depth > 0 ? t_entered : nullptr;
-  const std::int64_t my_unlisted = (t_depth > 0 && t_entered_unlisted) ? 1 : 0;
-  for (GateBlock* b = g_blocks.first(); b != nullptr; b = b->next)
-    if (b != mine)
-      while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
+  ThreadState& ts = thread_state();
+  const ThreadBlock* mine = ts.depth > 0 ? ts.entered : nullptr;
+  const std::int64_t my_unlisted = (ts.depth > 0 && ts.entered_unlisted) ? 1 : 0;
+  // A thread is inside while its gate flag is up or it has a hazard word
+  // published (registry::enter()'s fast path uses the hazard word as its
+  // gate record). Waiting for hazard words cannot deadlock: no thread waits
+  // at a gate while it holds one (other borrows are taken inside gates,
+  // whose inner gates nest without waiting, or - tether_buffer_unpin - end
+  // before the next gate).
+  for (ThreadBlock* b = first_thread_block(); b != nullptr; b = b->next) {
+    if (b == mine || b == ts.block) continue;
+    while (b->active.load(std::memory_order_seq_cst) != 0) sched_yield();  // a call is finite
+    for (auto& w : b->hazard)
+      while (w.load(std::memory_order_seq_cst) != 0) sched_yield();
+  }
   while (g_unlisted.load(std::memory_order_seq_cst) > my_unlisted) sched_yield();
 }
 
@@ -147,12 +128,13 @@ void parent() noexcept {
 void child() noexcept {
   if (--t_handler_depth > 0) return;
   // Only this thread exists: every other record belongs to no one.
-  for (GateBlock* b = g_blocks.first(); b != nullptr; b = b->next) {
-    if (b == t_gate) continue;
+  ThreadState& ts = thread_state();
+  for (ThreadBlock* b = first_thread_block(); b != nullptr; b = b->next) {
+    if (b == ts.block) continue;
     b->active.store(0, std::memory_order_relaxed);
     b->owned.store(false, std::memory_order_relaxed);
   }
-  g_unlisted.store((t_depth > 0 && t_entered_unlisted) ? 1 : 0, std::memory_order_relaxed);
+  g_unlisted.store((ts.depth > 0 && ts.entered_unlisted) ? 1 : 0, std::memory_order_relaxed);
   registry::after_fork_child();
   core::on_fork_child();
   g_forking.store(false, std::memory_order_release);
@@ -176,11 +158,12 @@ const Install g_install;
 }  // namespace
 
 void fork_gate_enter() noexcept {
-  if (t_depth++ != 0) return;
-  GateBlock* b = my_gate();
+  ThreadState& ts = thread_state();
+  if (ts.depth++ != 0) return;
+  ThreadBlock* b = my_block(ts);
   if (b != nullptr) {
-    t_entered = b;
-    t_entered_unlisted = false;
+    ts.entered = b;
+    ts.entered_unlisted = false;
     for (;;) {
       // Dekker: either prepare() sees this store and waits, or this thread
       // sees g_forking and steps back (see heavy_barrier()).
@@ -196,8 +179,8 @@ void fork_gate_enter() noexcept {
       wait_for_fork();
     }
   }
-  t_entered = nullptr;
-  t_entered_unlisted = true;
+  ts.entered = nullptr;
+  ts.entered_unlisted = true;
   for (;;) {
     g_unlisted.fetch_add(1, std::memory_order_seq_cst);
     if (!g_forking.load(std::memory_order_seq_cst)) return;
@@ -207,13 +190,14 @@ void fork_gate_enter() noexcept {
 }
 
 void fork_gate_leave() noexcept {
-  if (--t_depth != 0) return;
-  if (t_entered_unlisted) {
-    t_entered_unlisted = false;
+  ThreadState& ts = thread_state();
+  if (--ts.depth != 0) return;
+  if (ts.entered_unlisted) {
+    ts.entered_unlisted = false;
     g_unlisted.fetch_sub(1, std::memory_order_release);
-  } else if (t_entered != nullptr) {
-    t_entered->active.store(0, std::memory_order_release);
-    t_entered = nullptr;
+  } else if (ts.entered != nullptr) {
+    ts.entered->active.store(0, std::memory_order_release);
+    ts.entered = nullptr;
   }
 }
 

@@ -37,10 +37,17 @@
 // a borrow of that handle, the destruction is deferred to the end of its
 // borrow. A thread with no free hazard word (more than kHazards borrows at
 // once) takes a counted reference instead.
+//
+// enter()/leave() are the hot path's borrow: the same hazard word doubles as
+// the fork gate's record (fork.cpp), so a call like allocate costs one TLS
+// lookup and one fenced store for both, and any case off the common one
+// (first call on a thread, nested call, fork in progress, dead handle)
+// falls back to the general path, which reports errors as before.
 #include <pthread.h>
 
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "internal.hpp"
 #include "thread_blocks.hpp"
@@ -97,44 +104,23 @@ bool decode(std::uintptr_t h, std::uint32_t& index, std::uint32_t& gen) noexcept
 
 // ---- hazard words (borrows) --------------------------------------------------
 
-constexpr int kHazards = 4;  // borrows one thread may hold at once
+using HazardBlock = ThreadBlock;  // thread_blocks.hpp: hazard words + the fork gate's flag
+using Pending = PendingDestroy;
 
-// One thread's hazard words. Blocks are never freed; a thread's block goes
-// back to the list's pool when the thread exits.
-struct alignas(64) HazardBlock {
-  std::atomic<std::uint64_t> hazard[kHazards] = {};  // borrowed handle values; 0 = unused
-  std::atomic<bool> owned{false};
-  HazardBlock* next = nullptr;  // immutable once published
-};
-
-// A destruction deferred until this thread's borrow of the handle ends.
-struct Pending {
-  std::uint64_t handle;
-  Slot* slot;
-  std::uint32_t index;
-};
-
-// Constant-initialised, trivially destructible: no TLS guard on the hot path.
-thread_local HazardBlock* t_block = nullptr;
-thread_local bool t_block_gone = false;  // past this thread's TLS destruction
-thread_local Pending t_pending[kHazards];
-thread_local int t_pending_count = 0;
+// The one thread_local of the registry and the fork gate (thread_blocks.hpp).
+thread_local ThreadState t_state;
+static_assert(std::is_trivially_destructible_v<ThreadState>, "no TLS destructor registration");
 
 // At thread exit (glibc runs C++ thread_local destructors first, so releases
 // from them still find the block).
 void give_back_block(void* block) noexcept {
-  ThreadBlocks<HazardBlock>::give_back(static_cast<HazardBlock*>(block));
-  t_block = nullptr;
-  t_block_gone = true;
+  ThreadBlocks<ThreadBlock>::give_back(static_cast<ThreadBlock*>(block));
+  t_state.block = nullptr;
+  t_state.gone = true;
 }
-ThreadBlocks<HazardBlock> g_hazard_blocks(give_back_block);
+ThreadBlocks<ThreadBlock> g_hazard_blocks(give_back_block);
 
-HazardBlock* my_block() noexcept {
-  if (t_block != nullptr) return t_block;
-  if (t_block_gone) return nullptr;
-  t_block = g_hazard_blocks.claim();  // nullptr: the caller takes a counted reference instead
-  return t_block;
-}
+HazardBlock* my_block() noexcept { return capi::my_block(t_state); }
 
 bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
   for (const auto& w : b->hazard)
@@ -145,7 +131,7 @@ bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
 // Destroy the object of a slot whose last reference is gone, once no other
 // thread borrows `h` (its value while it was live).
 void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
-  const HazardBlock* mine = t_block;
+  const HazardBlock* mine = t_state.block;
   for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next)
     if (b != mine)
       while (held_by(b, h)) std::this_thread::yield();  // a borrow lasts one call
@@ -166,13 +152,28 @@ void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
 // The last reference of `h` is gone: destroy now, or when this thread's own
 // borrow of it ends.
 void retire(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
-  if (t_block != nullptr && held_by(t_block, h)) {
-    for (int i = 0; i < t_pending_count; ++i)
-      if (t_pending[i].handle == h) return;
-    t_pending[t_pending_count++] = Pending{h, s, index};  // one per distinct borrowed handle: fits
+  ThreadState& ts = t_state;
+  if (ts.block != nullptr && held_by(ts.block, h)) {
+    for (int i = 0; i < ts.pending_count; ++i)
+      if (ts.pending[i].handle == h) return;
+    ts.pending[ts.pending_count++] = Pending{h, s, index};  // one per distinct borrowed handle: fits
     return;
   }
   destroy(s, index, h);
+}
+
+// Destructions this thread deferred while it borrowed their handles, once
+// it no longer does.
+void run_pending(ThreadState& ts) noexcept {
+  for (int i = 0; i < ts.pending_count;) {
+    const Pending p = ts.pending[i];
+    if (held_by(ts.block, p.handle)) {
+      ++i;
+      continue;
+    }
+    ts.pending[i] = ts.pending[--ts.pending_count];
+    destroy(static_cast<Slot*>(p.slot), p.index, p.handle);
+  }
 }
 
 // Drop one reference of a slot known to be of generation `gen`.
@@ -294,16 +295,63 @@ void end_borrow(const Borrow& borrowed) noexcept {
     return;
   }
   static_cast<std::atomic<std::uint64_t>*>(borrowed.hazard)->store(0, std::memory_order_release);
-  // Destructions this thread deferred while it borrowed the handle.
-  for (int i = 0; i < t_pending_count;) {
-    const Pending p = t_pending[i];
-    if (held_by(t_block, p.handle)) {
-      ++i;
-      continue;
-    }
-    t_pending[i] = t_pending[--t_pending_count];
-    destroy(p.slot, p.index, p.handle);
+  run_pending(t_state);
+}
+
+Object* enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept {
+  ThreadState* tsp = &t_state;
+  // One TLS lookup: GCC would compute the address again after the fence.
+  __asm__("" : "+r"(tsp));
+  ThreadState& ts = *tsp;
+  HazardBlock* b = ts.block;
+  // Not yet claimed (the general path claims it), inside a gate already (a
+  // callback calling back in), or word 0 busy: the general path.
+  if (b == nullptr || ts.depth != 0) return nullptr;
+  std::atomic<std::uint64_t>& word = b->hazard[0];
+  if (word.load(std::memory_order_relaxed) != 0) return nullptr;
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return nullptr;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return nullptr;
+  // One sequentially consistent store serves both Dekker protocols: against
+  // a release's hazard scan (see "Borrows") and against fork()'s prepare
+  // handler, which waits for every published hazard word as for a gate.
+  word.store(h, std::memory_order_seq_cst);
+  if (g_forking.load(std::memory_order_seq_cst)) {
+    word.store(0, std::memory_order_release);
+    return nullptr;  // the general path waits at its gate
   }
+  const std::uint64_t cur = s->state.load(std::memory_order_seq_cst);
+  if ((cur >> 32) != gen || (cur & kCountMask) == 0 ||
+      s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) {
+    word.store(0, std::memory_order_release);
+    return nullptr;  // the general path reports it
+  }
+  // Nested gates (callbacks into tether) see they are inside. At depth 0
+  // ts.entered is nullptr and ts.entered_unlisted false (fork_gate_leave()
+  // resets them), as they must be here: prepare() and child() treat
+  // ts.block as this thread's own either way.
+  ts.depth = 1;
+  out.state = &ts;
+  out.word = &word;
+  return s->object.load(std::memory_order_acquire);
+}
+
+void leave(const Entered& e) noexcept {
+  ThreadState& ts = *e.state;
+  if (ts.pending_count == 0) {
+    e.word->store(0, std::memory_order_release);
+    ts.depth = 0;
+    return;
+  }
+  // A release during the call ended a handle this thread borrowed: destroy
+  // it inside the gate proper (raised before the hazard word falls, so a
+  // fork never finds this thread outside while it takes locks).
+  ts.block->active.store(1, std::memory_order_seq_cst);
+  e.word->store(0, std::memory_order_release);
+  run_pending(ts);
+  ts.block->active.store(0, std::memory_order_release);
+  ts.depth = 0;
 }
 
 bool release(std::uintptr_t h, ObjectType type) noexcept {
@@ -326,7 +374,7 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
 // wait for them forever) and their blocks become free for reuse.
 void after_fork_child() noexcept {
   for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next) {
-    if (b == t_block) continue;
+    if (b == t_state.block) continue;
     for (auto& w : b->hazard) w.store(0, std::memory_order_relaxed);
     b->owned.store(false, std::memory_order_relaxed);
   }
@@ -358,3 +406,18 @@ std::size_t live(std::uint32_t type) noexcept {
 }
 
 }  // namespace tether::capi::registry
+
+namespace tether::capi {
+
+ThreadState& thread_state() noexcept { return registry::t_state; }
+
+ThreadBlock* my_block(ThreadState& ts) noexcept {
+  if (ts.block != nullptr) return ts.block;
+  if (ts.gone) return nullptr;
+  ts.block = registry::g_hazard_blocks.claim();  // nullptr: callers count the thread elsewhere
+  return ts.block;
+}
+
+ThreadBlock* first_thread_block() noexcept { return registry::g_hazard_blocks.first(); }
+
+}  // namespace tether::capi

@@ -61,6 +61,32 @@ tether_status_t guard(const char* function, F&& f) noexcept {
   }
 }
 
+// guard() for a call that registry::enter() let in (fast path): run f(),
+// leave, and translate an exception as guard() does. Leaves before
+// recording the message, as guard()'s ResourceRef ends its borrow before
+// the handler runs.
+namespace registry { struct Entered; void leave(const Entered& entered) noexcept; }
+template <class F>
+tether_status_t guard_entered(const char* function, const registry::Entered& entered, F&& f) noexcept {
+  try {
+    f();
+  } catch (const core::Error& e) {
+    registry::leave(entered);
+    return set_error(e.status(), function, e.what());
+  } catch (const std::bad_alloc&) {
+    registry::leave(entered);
+    return set_error(TETHER_ERROR_OUT_OF_MEMORY, function, "out of host memory");
+  } catch (const std::exception& e) {
+    registry::leave(entered);
+    return set_error(TETHER_ERROR_INTERNAL, function, e.what());
+  } catch (...) {
+    registry::leave(entered);
+    return set_error(TETHER_ERROR_INTERNAL, function, "unknown exception");
+  }
+  registry::leave(entered);
+  return TETHER_OK;
+}
+
 // Throw INVALID_ARGUMENT naming `what` if p is NULL.
 template <class T>
 void require_out(T* p, const char* what = "out") {
@@ -160,6 +186,8 @@ struct ResourceObject : Object {
 
 // ---- the generic registry (handles.cpp) ------------------------------------
 
+struct ThreadState;  // thread_blocks.hpp
+
 namespace registry {
 // Register obj (taken) as a new handle with refcount 1; returns the handle value.
 std::uintptr_t create(ObjectType type, Object* obj);
@@ -178,6 +206,21 @@ struct Borrow {
 };
 Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
+// The hot path of an entry point that uses one handle: enter the fork gate
+// and borrow the handle in one step (one TLS lookup, one fence; the
+// published hazard word is the gate's record). Returns the object, or
+// nullptr when the fast path does not apply - the thread's first call, a
+// call from inside another (a callback), a fork in progress, or a handle
+// that is not live - and then nothing is held: the caller runs its general
+// path (guard + ResourceRef), which waits or reports the error. A successful
+// enter is ended by leave(), on the same thread, and nothing in between may
+// wait at a gate for a fork (nothing does: inner gates nest).
+struct Entered {
+  ThreadState* state = nullptr;
+  std::atomic<std::uint64_t>* word = nullptr;
+};
+Object* enter(std::uintptr_t handle, ObjectType type, Entered& out) noexcept;
+void leave(const Entered& entered) noexcept;
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;
 // Internal test hooks (tests/capi/test_registry.cpp builds handles.cpp into
@@ -195,6 +238,26 @@ std::uint64_t retired_slots() noexcept;
 // the new object. Returns +1. Throws on failure (nothing is leaked).
 tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream,
                                         std::string spec_args = {});
+
+namespace spec {
+std::string format_options(const char* type_name, const void* options);  // spec.hpp
+}
+
+// The shared body of tether_<type>_create(upstream, options, out) for types
+// built over an upstream: check out and clear it, borrow the upstream
+// (INVALID_HANDLE unless live), read the options (NULL: `defaults`; a
+// struct_size below any published layout: VERSION_MISMATCH), build the core
+// resource with make(upstream's core, options), and write to *out a new
+// handle that owns it and retains upstream, named in specs by
+// spec::format_options(spec_name, &options). All inside guard(function, ...).
+template <class Options, class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, const Options* options,
+                                     const Options& defaults, const char* spec_name, tether_resource_t** out,
+                                     Make&& make) noexcept;
+// The same for a type without options (its spec names only the upstream).
+template <class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, tether_resource_t** out,
+                                     Make&& make) noexcept;
 
 // A temporary reference to a live object, for the duration of one call and
 // on one thread (a registry borrow): acquiring fails (throws
@@ -215,6 +278,31 @@ class ResourceRef {
   ResourceObject* obj_;
   registry::Borrow borrow_;
 };
+
+template <class Options, class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, const Options* options,
+                                     const Options& defaults, const char* spec_name, tether_resource_t** out,
+                                     Make&& make) noexcept {
+  return guard(function, [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    const Options o = read_options(options, defaults, "options");
+    core::ResourcePtr made = make(up->core, o);
+    *out = make_resource_handle(std::move(made), upstream, spec::format_options(spec_name, &o));
+  });
+}
+
+template <class Make>
+tether_status_t create_over_upstream(const char* function, tether_resource_t* upstream, tether_resource_t** out,
+                                     Make&& make) noexcept {
+  return guard(function, [&] {
+    require_out(out);
+    *out = nullptr;
+    ResourceRef up(upstream);
+    *out = make_resource_handle(make(up->core), upstream);
+  });
+}
 
 // +1 / -1 on a resource handle without touching the error state.
 tether_status_t retain_resource(tether_resource_t* h) noexcept;

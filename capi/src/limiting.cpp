@@ -20,13 +20,11 @@ TETHER_API tether_status_t tether_limiting_options_init(tether_limiting_options_
 TETHER_API tether_status_t tether_limiting_adaptor_create(tether_resource_t* upstream,
                                                           const tether_limiting_options_t* options,
                                                           tether_resource_t** out) {
-  return guard("tether_limiting_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_limiting_options_t o = read_options(options, kLimitingDefaults, "options");
-    *out = make_resource_handle(core::make_limiting_adaptor(up->core, o.limit), upstream, spec::format_options("limiting", &o));
-  });
+  return create_over_upstream(
+      "tether_limiting_adaptor_create", upstream, options, kLimitingDefaults, "limiting", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_limiting_options_t& o) {
+        return core::make_limiting_adaptor(upstream_core, o.limit);
+      });
 }
 
 TETHER_API tether_status_t tether_limiting_adaptor_get_used_bytes(tether_resource_t* resource, uint64_t* out) {

@@ -20,17 +20,15 @@ TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* optio
 TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
                                                        const tether_pool_options_t* options,
                                                        tether_resource_t** out) {
-  return guard("tether_pool_resource_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_pool_options_t o = read_options(options, kPoolDefaults, "options");
-    core::PoolOptions po;
-    po.initial_size = o.initial_size;
-    po.maximum_size = o.maximum_size;
-    po.growth_size = o.growth_size;
-    *out = make_resource_handle(core::make_pool_resource(up->core, po), upstream, spec::format_options("pool", &o));
-  });
+  return create_over_upstream(
+      "tether_pool_resource_create", upstream, options, kPoolDefaults, "pool", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_pool_options_t& o) {
+        core::PoolOptions po;
+        po.initial_size = o.initial_size;
+        po.maximum_size = o.maximum_size;
+        po.growth_size = o.growth_size;
+        return core::make_pool_resource(upstream_core, po);
+      });
 }
 
 TETHER_API tether_status_t tether_resource_get_pool_info(tether_resource_t* resource,

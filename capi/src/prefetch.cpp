@@ -8,12 +8,8 @@ using namespace tether::capi;
 extern "C" {
 
 TETHER_API tether_status_t tether_prefetch_adaptor_create(tether_resource_t* upstream, tether_resource_t** out) {
-  return guard("tether_prefetch_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    *out = make_resource_handle(core::make_prefetch_adaptor(up->core), upstream);
-  });
+  return create_over_upstream("tether_prefetch_adaptor_create", upstream, out,
+                              [](const core::ResourcePtr& upstream_core) { return core::make_prefetch_adaptor(upstream_core); });
 }
 
 }  // extern "C"

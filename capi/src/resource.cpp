@@ -84,6 +84,29 @@ tether_resource_properties_t to_c(const core::Properties& p) {
 
 const tether_pool_options_t kPoolDefaults = TETHER_POOL_OPTIONS_INIT;
 
+// The general paths of allocate/deallocate (gate + ResourceRef): the first
+// call on a thread, calls from callbacks, during a fork, and every error.
+// Out of line, so the fast path's frame stays small.
+[[gnu::noinline, gnu::cold]] tether_status_t allocate_general(tether_resource_t* resource, size_t size,
+                                                              size_t alignment, tether_stream_t stream,
+                                                              void** out_ptr) noexcept {
+  return guard("tether_resource_allocate", [&] {
+    require_out(out_ptr, "out_ptr");
+    *out_ptr = nullptr;
+    ResourceRef r(resource);
+    *out_ptr = r->core->allocate(size, alignment, stream);
+  });
+}
+
+[[gnu::noinline, gnu::cold]] tether_status_t deallocate_general(tether_resource_t* resource, void* ptr,
+                                                                size_t size, size_t alignment,
+                                                                tether_stream_t stream) noexcept {
+  return guard("tether_resource_deallocate", [&] {
+    ResourceRef r(resource);
+    r->core->deallocate(ptr, size, alignment, stream);
+  });
+}
+
 }  // namespace
 }  // namespace tether::capi
 
@@ -111,21 +134,26 @@ TETHER_API tether_status_t tether_resource_release(tether_resource_t* resource) 
 TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource, size_t size,
                                                     size_t alignment, tether_stream_t stream,
                                                     void** out_ptr) {
-  return guard("tether_resource_allocate", [&] {
-    require_out(out_ptr, "out_ptr");
-    *out_ptr = nullptr;
-    ResourceRef r(resource);
-    *out_ptr = r->core->allocate(size, alignment, stream);
-  });
+  // Fast path (registry::enter): a live handle, outside any other call.
+  registry::Entered e;
+  if (out_ptr != nullptr) {
+    if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e))) {
+      return guard_entered("tether_resource_allocate", e, [&] {
+        *out_ptr = nullptr;
+        *out_ptr = obj->core->allocate(size, alignment, stream);
+      });
+    }
+  }
+  return allocate_general(resource, size, alignment, stream, out_ptr);
 }
 
 TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resource, void* ptr,
                                                       size_t size, size_t alignment,
                                                       tether_stream_t stream) {
-  return guard("tether_resource_deallocate", [&] {
-    ResourceRef r(resource);
-    r->core->deallocate(ptr, size, alignment, stream);
-  });
+  registry::Entered e;
+  if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e)))
+    return guard_entered("tether_resource_deallocate", e, [&] { obj->core->deallocate(ptr, size, alignment, stream); });
+  return deallocate_general(resource, ptr, size, alignment, stream);
 }
 
 TETHER_API tether_status_t tether_resource_get_properties(tether_resource_t* resource,

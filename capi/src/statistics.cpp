@@ -5,16 +5,26 @@
 using namespace tether;
 using namespace tether::capi;
 
+namespace {
+// The C struct of a core statistics snapshot (get_statistics and pop_counters).
+tether_statistics_t to_c(const core::Statistics& s) noexcept {
+  tether_statistics_t c = TETHER_STATISTICS_INIT;
+  c.current_bytes = s.current_bytes;
+  c.peak_bytes = s.peak_bytes;
+  c.total_bytes = s.total_bytes;
+  c.current_count = s.current_count;
+  c.peak_count = s.peak_count;
+  c.total_count = s.total_count;
+  return c;
+}
+}  // namespace
+
 extern "C" {
 
 TETHER_API tether_status_t tether_statistics_adaptor_create(tether_resource_t* upstream,
                                                             tether_resource_t** out) {
-  return guard("tether_statistics_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    *out = make_resource_handle(core::make_statistics_adaptor(up->core), upstream);
-  });
+  return create_over_upstream("tether_statistics_adaptor_create", upstream, out,
+                              [](const core::ResourcePtr& upstream_core) { return core::make_statistics_adaptor(upstream_core); });
 }
 
 TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* resource,
@@ -22,14 +32,7 @@ TETHER_API tether_status_t tether_resource_get_statistics(tether_resource_t* res
   return guard("tether_resource_get_statistics", [&] {
     ResourceRef r(resource);
     const core::Statistics s = core::statistics_of(*r->core);
-    tether_statistics_t c = TETHER_STATISTICS_INIT;
-    c.current_bytes = s.current_bytes;
-    c.peak_bytes = s.peak_bytes;
-    c.total_bytes = s.total_bytes;
-    c.current_count = s.current_count;
-    c.peak_count = s.peak_count;
-    c.total_count = s.total_count;
-    write_info(out, c, "out");
+    write_info(out, to_c(s), "out");
   });
 }
 
@@ -54,14 +57,7 @@ TETHER_API tether_status_t tether_statistics_adaptor_pop_counters(tether_resourc
     ResourceRef r(resource);
     const core::Statistics s = core::pop_statistics_counters(*r->core);
     if (out == nullptr) return;
-    tether_statistics_t c = TETHER_STATISTICS_INIT;
-    c.current_bytes = s.current_bytes;
-    c.peak_bytes = s.peak_bytes;
-    c.total_bytes = s.total_bytes;
-    c.current_count = s.current_count;
-    c.peak_count = s.peak_count;
-    c.total_count = s.total_count;
-    write_info(out, c, "out");
+    write_info(out, to_c(s), "out");
   });
 }
 

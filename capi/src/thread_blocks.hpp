@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <new>
 
@@ -66,5 +67,69 @@ class ThreadBlocks {
   pthread_key_t key_{};
   bool key_ok_ = false;
 };
+
+}  // namespace tether::capi
+
+namespace tether::capi {
+
+// ---- the calling thread's state (handles.cpp defines it) ---------------------
+//
+// Everything tether keeps per thread for the handle registry and the fork
+// gate is in one block that other threads scan (ThreadBlock: hazard words and
+// the gate's flag, one cache line) and one thread_local struct (ThreadState),
+// so a call computes one TLS address, not one per variable.
+//
+// TLS model: the default (global-dynamic), one __tls_get_addr per call.
+// Initial-exec would make that a single %fs-relative load, but it requires
+// the whole of libtether's TLS segment to fit in static TLS (it is ~2.6 KiB:
+// error.cpp's message buffer, the core's per-thread caches, this). A library
+// that Python dlopens only gets glibc's static TLS surplus for that (glibc >=
+// 2.32: rtld.optional_static_tls, 512 bytes by default, shared by every
+// dlopened module); past it dlopen fails with "cannot allocate memory in
+// static TLS block". TLS descriptors (-mtls-dialect=gnu2) would fall back
+// gracefully, but through _dl_tlsdesc_dynamic, which did not preserve vector
+// registers in some glibc releases (glibc bug 31372, fixed in 2.40 and
+// backports). One lookup per call is ~11 instructions: not worth either risk.
+
+constexpr int kHazards = 4;  // borrows one thread may hold at once
+
+// One thread's record that other threads read. Never freed; a thread's block
+// goes back to the pool when the thread exits.
+struct alignas(64) ThreadBlock {
+  std::atomic<std::uint64_t> hazard[kHazards] = {};  // borrowed handle values; 0 = unused
+  std::atomic<std::uint32_t> active{0};             // 1 while inside a fork gate (fork.cpp)
+  std::atomic<bool> owned{false};
+  ThreadBlock* next = nullptr;  // immutable once published
+};
+
+// A destruction deferred until this thread's borrow of the handle ends (handles.cpp).
+struct PendingDestroy {
+  std::uint64_t handle = 0;
+  void* slot = nullptr;
+  std::uint32_t index = 0;
+};
+
+// Constant-initialised and trivially destructible: no TLS guard or wrapper.
+struct ThreadState {
+  ThreadBlock* block = nullptr;  // claimed on first use
+  bool gone = false;             // past this thread's TLS destruction: no block any more
+  // The fork gate (fork.cpp).
+  bool entered_unlisted = false;  // the outermost gate counted in g_unlisted
+  int depth = 0;                  // gates entered (nesting)
+  ThreadBlock* entered = nullptr;  // the block the outermost gate used
+  // The registry (handles.cpp).
+  int pending_count = 0;
+  PendingDestroy pending[kHazards] = {};
+};
+
+// The calling thread's state, and its block (claimed now if need be; nullptr
+// if none could be had: the callers then count the thread elsewhere).
+ThreadState& thread_state() noexcept;
+ThreadBlock* my_block(ThreadState& ts) noexcept;
+// The first block of the list of every thread's block.
+ThreadBlock* first_thread_block() noexcept;
+
+// Raised by fork()'s prepare handler until the fork is over (fork.cpp).
+extern std::atomic<bool> g_forking;
 
 }  // namespace tether::capi

@@ -36,13 +36,11 @@ TETHER_API tether_status_t tether_tracking_options_init(tether_tracking_options_
 TETHER_API tether_status_t tether_tracking_adaptor_create(tether_resource_t* upstream,
                                                           const tether_tracking_options_t* options,
                                                           tether_resource_t** out) {
-  return guard("tether_tracking_adaptor_create", [&] {
-    require_out(out);
-    *out = nullptr;
-    ResourceRef up(upstream);
-    const tether_tracking_options_t o = read_options(options, kTrackingDefaults, "options");
-    *out = make_resource_handle(core::make_tracking_adaptor(up->core, o.capture_stacks != 0), upstream, spec::format_options("tracking", &o));
-  });
+  return create_over_upstream(
+      "tether_tracking_adaptor_create", upstream, options, kTrackingDefaults, "tracking", out,
+      [&](const core::ResourcePtr& upstream_core, const tether_tracking_options_t& o) {
+        return core::make_tracking_adaptor(upstream_core, o.capture_stacks != 0);
+      });
 }
 
 TETHER_API tether_status_t tether_tracking_adaptor_get_outstanding(tether_resource_t* resource,

@@ -2,10 +2,14 @@
 // what no C ABI test can reach in reasonable time.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <set>
+#include <thread>
 
 #include "internal.hpp"
+#include "thread_blocks.hpp"
 
 namespace reg = tether::capi::registry;
 using tether::capi::Object;
@@ -79,6 +83,92 @@ TEST(Registry, TestHookLeavesLiveSlotsAlone) {
   EXPECT_NE(reg::acquire(a, ObjectType::Resource), nullptr);
   EXPECT_TRUE(reg::release(a, ObjectType::Resource));
   EXPECT_TRUE(reg::release(a, ObjectType::Resource));
+}
+
+// ---- registry::enter()/leave(): the hot path's gate + borrow in one step ----
+
+// Claims the calling thread's block (the general path does that on a
+// thread's first call; enter() never does).
+void claim_block() {
+  tether::capi::fork_gate_enter();
+  tether::capi::fork_gate_leave();
+}
+
+// enter() takes only the common case; everything else comes back nullptr with
+// nothing held, for the general path to handle (and report).
+TEST(RegistryEnter, FallsBackOffTheCommonCaseHoldingNothing) {
+  const std::uintptr_t h = reg::create(ObjectType::Resource, new Counted);
+  std::thread([&] {
+    reg::Entered e;
+    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "no block yet on a new thread";
+    claim_block();
+    Object* obj = reg::enter(h, ObjectType::Resource, e);
+    ASSERT_NE(obj, nullptr);
+    reg::leave(e);
+    EXPECT_EQ(reg::enter(h, ObjectType::Buffer, e), nullptr) << "wrong type";
+    EXPECT_EQ(reg::enter(0, ObjectType::Resource, e), nullptr) << "NULL";
+    EXPECT_EQ(reg::enter(h + (std::uintptr_t{1} << 32), ObjectType::Resource, e), nullptr) << "other generation";
+    EXPECT_EQ(reg::enter(h + 12345, ObjectType::Resource, e), nullptr) << "slot that does not exist";
+    tether::capi::fork_gate_enter();  // a call from inside another call (a callback)
+    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "nested";
+    tether::capi::fork_gate_leave();
+    tether::capi::g_forking.store(true);  // what fork()'s prepare handler raises
+    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "fork in progress";
+    tether::capi::g_forking.store(false);
+    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), obj) << "a failed enter left something held";
+    reg::leave(e);
+  }).join();
+  // Nothing stayed published: the last release destroys at once.
+  const int destroyed = g_destroyed;
+  EXPECT_TRUE(reg::release(h, ObjectType::Resource));
+  EXPECT_EQ(g_destroyed, destroyed + 1);
+}
+
+// The last release from inside the entered call (a callback releasing the
+// handle the call uses) kills the handle at once but destroys the object only
+// when the call leaves.
+TEST(RegistryEnter, OwnReleaseIsDeferredToLeave) {
+  claim_block();
+  const std::uintptr_t h = reg::create(ObjectType::Resource, new Counted);
+  const int destroyed = g_destroyed;
+  reg::Entered e;
+  ASSERT_NE(reg::enter(h, ObjectType::Resource, e), nullptr);
+  EXPECT_TRUE(reg::release(h, ObjectType::Resource));
+  EXPECT_EQ(g_destroyed, destroyed) << "destroyed while the call still uses it";
+  EXPECT_EQ(reg::acquire(h, ObjectType::Resource), nullptr) << "the handle is dead at once";
+  reg::leave(e);
+  EXPECT_EQ(g_destroyed, destroyed + 1);
+  EXPECT_EQ(reg::live(0), 0u);
+  // The thread is outside again: a new call enters normally.
+  const std::uintptr_t g = reg::create(ObjectType::Resource, new Counted);
+  ASSERT_NE(reg::enter(g, ObjectType::Resource, e), nullptr);
+  reg::leave(e);
+  EXPECT_TRUE(reg::release(g, ObjectType::Resource));
+}
+
+// Another thread's last release waits until an entered call leaves.
+TEST(RegistryEnter, ReleaseWaitsForAnotherThreadsCall) {
+  const std::uintptr_t h = reg::create(ObjectType::Resource, new Counted);
+  const int destroyed = g_destroyed;
+  std::atomic<int> stage{0};
+  std::thread caller([&] {
+    claim_block();
+    reg::Entered e;
+    ASSERT_NE(reg::enter(h, ObjectType::Resource, e), nullptr);
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the release is waiting now (or soon)
+    EXPECT_EQ(g_destroyed, destroyed) << "destroyed under a call that uses it";
+    reg::leave(e);
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  std::thread releaser([&] {
+    stage.store(2);
+    EXPECT_TRUE(reg::release(h, ObjectType::Resource));
+  });
+  releaser.join();
+  caller.join();
+  EXPECT_EQ(g_destroyed, destroyed + 1);
 }
 
 }  // namespace
