@@ -232,9 +232,10 @@ TEST(StatisticsStack, PushPopRacingAllocationsStaysExact) {
 }
 
 // Nested pushes and pops racing allocations (one live allocation of 64 B per
-// thread at a time): no set ever reports more than the threads can hold, the
-// popped sets' totals add up to no more than was done, and the first set ends
-// exact (nothing counted during a push or pop is lost).
+// thread at a time): no set ever reports more than the threads can hold, each
+// call lands wholly in one set (a popped set's bytes are 64 times its count),
+// the popped sets' totals add up to no more than was done, and the first set
+// ends exact (nothing counted during a push or pop is lost).
 TEST(StatisticsStack, NestedPushPopRacingAllocationsStaysWithinBoundsAndExact) {
   auto stats = core::make_statistics_adaptor(core::make_host_resource());
   constexpr int kThreads = 4, kOps = 20000;
@@ -263,6 +264,10 @@ TEST(StatisticsStack, NestedPushPopRacingAllocationsStaysWithinBoundsAndExact) {
            s.current_bytes <= (kThreads + 1) * kSize && s.peak_bytes <= (kThreads + 1) * kSize &&
            s.total_bytes <= kThreads * kOps * kSize && s.total_count <= kThreads * kOps;
   };
+  bool whole = true;
+  auto whole_calls = [&](const core::Statistics& s) {
+    return s.total_bytes == s.total_count * kSize && s.current_bytes == s.current_count * kSize;
+  };
   std::thread pusher([&] {
     while (!stop.load() || pops == 0) {
       core::push_statistics_counters(*stats);
@@ -276,6 +281,8 @@ TEST(StatisticsStack, NestedPushPopRacingAllocationsStaysWithinBoundsAndExact) {
       const core::Statistics inner = core::pop_statistics_counters(*stats);
       const core::Statistics outer = core::pop_statistics_counters(*stats);
       bounded = bounded && within(inner) && within(outer);
+      // Each call lands wholly in one set: with one size, bytes are that size times the count.
+      whole = whole && whole_calls(inner) && whole_calls(outer);
       // The outer set folded the inner one: it counted at least what the inner counted.
       bounded = bounded && outer.total_count >= inner.total_count && outer.total_bytes >= inner.total_bytes;
       popped_total_count += outer.total_count;
@@ -287,6 +294,7 @@ TEST(StatisticsStack, NestedPushPopRacingAllocationsStaysWithinBoundsAndExact) {
   pusher.join();
   if (!freed_before) stats->deallocate(before, kSize, 0, 0);
   EXPECT_TRUE(bounded);
+  EXPECT_TRUE(whole);
   EXPECT_GT(pops, 0u);
   EXPECT_LE(popped_total_count, static_cast<std::uint64_t>(kThreads) * kOps);
   EXPECT_EQ(core::statistics_depth(*stats), 1u);
