@@ -156,7 +156,7 @@ def test_push_pop_racing_threads_count_every_call_once() -> None:
         for w in workers:
             w.start()
         start.wait()
-        popped = []
+        popped: list[tether.Statistics] = []
         while any(w.is_alive() for w in workers) or not popped:
             st.push_counters()
             popped.append(st.pop_counters())
