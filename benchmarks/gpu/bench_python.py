@@ -19,6 +19,12 @@ Contenders (missing frameworks are left out):
 The tether pool is a PoolResource over a CudaResource (and, second, over an
 AsyncResource).
 
+A second table repeats the comparison at the fixed sizes of issue #13 (256 B
+and 1 MiB): each contender allocates and frees one object of that size in a
+loop (the loop included), median ns per pair, ratios in the same run.
+Targets: Buffer (close() and del) <= 0.4x torch.empty, raw allocate/deallocate
+<= 1.0x cupy.cuda.alloc.
+
 usage: python bench_python.py [ops (default 20000)] [repetitions (default 5)]
 """
 
@@ -136,6 +142,38 @@ def tether_contenders(ops, pool, label: str, floors: bool) -> dict:
     return c
 
 
+FIXED_SIZES = (256, 1 << 20)
+
+
+def fixed_contenders(n: int, pool, cupy, torch) -> dict:
+    """One allocate+free of n bytes per iteration, for every contender that is there."""
+    import tether
+    Buffer = tether.Buffer
+    allocate, deallocate = pool.allocate, pool.deallocate
+    c = {
+        "tether Buffer + close()": lambda: Buffer(n, resource=pool).close(),
+        "tether Buffer + del": lambda: Buffer(n, resource=pool),
+        "tether raw allocate": lambda: deallocate(allocate(n), n),
+    }
+    if cupy is not None:
+        alloc = cupy.cuda.alloc
+        c["cupy.cuda.alloc (its pool)"] = lambda: alloc(n)
+    if torch is not None:
+        tempty, tuint8 = torch.empty, torch.uint8
+        c["torch.empty (caching allocator)"] = lambda: tempty(n, dtype=tuint8, device="cuda")
+    return c
+
+
+def measure_fixed(contenders: dict, iters: int, reps: int, sync) -> dict:
+    """Median ns per pair; contenders take turns within each repetition (as measure_all)."""
+    def loop(f):
+        def run():
+            for _ in range(iters):
+                f()
+        return run
+    return measure_all({k: loop(f) for k, f in contenders.items()}, iters, reps, sync)
+
+
 def main(argv) -> int:
     n_ops = int(argv[1]) if len(argv) > 1 else 20000
     reps = int(argv[2]) if len(argv) > 2 else 5
@@ -174,6 +212,7 @@ def main(argv) -> int:
         contenders["torch.empty (caching allocator)"] = lambda: replay_drop(
             ops, lambda n: tempty(n, dtype=tuint8, device="cuda"))
     results = measure_all(contenders, pairs, reps, sync)
+    fixed = {n: measure_fixed(fixed_contenders(n, pools[0], cupy, torch), n_ops, reps, sync) for n in FIXED_SIZES}
     for p in pools + upstreams:
         p.close()
     if cupy is not None:
@@ -192,12 +231,29 @@ def main(argv) -> int:
     print("\ntargets:")
     if torch_ns:
         r = results["tether Buffer + close(), pool(cuda)"] / torch_ns
-        print(f"  Buffer + close() / torch.empty          = {r:.3f} (target <= 0.5): {'met' if r <= 0.5 else 'MISSED'}")
+        print(f"  Buffer + close() / torch.empty          = {r:.3f} (target <= 0.4): {'met' if r <= 0.4 else 'MISSED'}")
         r = results["tether Buffer + del, pool(cuda)"] / torch_ns
-        print(f"  Buffer + del / torch.empty              = {r:.3f} (target <= 0.5): {'met' if r <= 0.5 else 'MISSED'}")
+        print(f"  Buffer + del / torch.empty              = {r:.3f} (target <= 0.4): {'met' if r <= 0.4 else 'MISSED'}")
     if cupy_alloc_ns:
         r = results["tether raw allocate, pool(cuda)"] / cupy_alloc_ns
         print(f"  raw allocate/deallocate / cupy.cuda.alloc = {r:.3f} (target <= 1.0): {'met' if r <= 1.0 else 'MISSED'}")
+
+    print(f"\nfixed sizes (issue #13), pool(cuda), {n_ops} pairs per repetition, median ns per pair")
+    print(f"{'allocator':44s} {'size':>8s} {'ns/pair':>10s} {'vs torch.empty':>15s} {'vs cupy.cuda.alloc':>19s}")
+    for n, res in fixed.items():
+        t_ns, c_ns = res.get("torch.empty (caching allocator)"), res.get("cupy.cuda.alloc (its pool)")
+        for name, ns in res.items():
+            a = f"{ns / t_ns:14.3f}x" if t_ns else f"{'-':>15s}"
+            b = f"{ns / c_ns:18.3f}x" if c_ns else f"{'-':>19s}"
+            print(f"{name:44s} {n:8d} {ns:10.1f} {a} {b}")
+        if t_ns:
+            for k in ("tether Buffer + close()", "tether Buffer + del"):
+                r = res[k] / t_ns
+                print(f"  {n} B: {k} / torch.empty = {r:.3f} (target <= 0.4): {'met' if r <= 0.4 else 'MISSED'}")
+        if c_ns:
+            r = res["tether raw allocate"] / c_ns
+            print(f"  {n} B: raw allocate/deallocate / cupy.cuda.alloc = {r:.3f} (target <= 1.0): "
+                  f"{'met' if r <= 1.0 else 'MISSED'}")
     return 0
 
 

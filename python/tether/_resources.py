@@ -19,6 +19,10 @@ from ._handle import Handle
 _allocate = lib._tether_py_allocate
 _deallocate = lib._tether_py_deallocate
 _last_status = lib._tether_py_last_status
+# `alignment is _ZERO` is the fast paths' test for the default alignment: CPython
+# keeps one 0 object, so it holds for every int 0; anything else (False, 0.0, a
+# numpy zero) takes the checked path.
+_ZERO = 0
 
 
 def _constants(prefix: str) -> dict[str, int]:
@@ -298,13 +302,21 @@ class Resource(Handle):
         # The hot path: plain ints, no out-parameter allocation (see python/src/tether_py.h),
         # and the argument checks written out here (a helper call costs ~80 ns).
         h = self._h
+        if alignment is _ZERO and stream is None and size.__class__ is int and size >= 0 and h is not None:
+            try:  # the common call: an int size, defaults for the rest
+                p: int = _allocate(h, size, 0, 0)
+            except OverflowError:
+                raise ValueError(f"size {size} does not fit in size_t") from None
+            if not p:
+                self._check(_last_status())  # OK (nothing raised) for size 0
+            return p
         n = size if size.__class__ is int and size >= 0 else parse_size(size)
         a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
         s = 0 if stream is None else stream_value(stream)
         if h is None:
             raise closed_error(self)
         try:
-            p: int = _allocate(h, n, a, s)
+            p = _allocate(h, n, a, s)
         except OverflowError:
             raise ValueError(f"size {n} or alignment {a} does not fit in size_t") from None
         if not p:
@@ -320,6 +332,16 @@ class Resource(Handle):
         its own or the size differs (the memory is then left untouched).
         """
         h = self._h
+        if alignment is _ZERO and stream is None and size.__class__ is int and size >= 0 and h is not None:
+            try:  # the common call: an int size, defaults for the rest
+                status = _deallocate(h, ptr, size, 0, 0)
+            except OverflowError:
+                raise ValueError(f"ptr {ptr!r} is not an address (0 <= ptr < 2**64)") from None
+            except TypeError:
+                raise TypeError(f"ptr must be an int address (from allocate()), not {type(ptr).__name__}") from None
+            if status:
+                self._check(status)
+            return
         n = size if size.__class__ is int and size >= 0 else parse_size(size)
         a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
         s = 0 if stream is None else stream_value(stream)

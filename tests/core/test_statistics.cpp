@@ -231,4 +231,80 @@ TEST(StatisticsStack, PushPopRacingAllocationsStaysExact) {
   EXPECT_EQ(s.total_bytes, 64u * 4u * 5000u);
 }
 
+// Nested pushes and pops racing allocations (one live allocation of 64 B per
+// thread at a time): no set ever reports more than the threads can hold, each
+// call lands wholly in one set (a popped set's bytes are 64 times its count),
+// the popped sets' totals add up to no more than was done, and the first set
+// ends exact (nothing counted during a push or pop is lost).
+TEST(StatisticsStack, NestedPushPopRacingAllocationsStaysWithinBoundsAndExact) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  constexpr int kThreads = 4, kOps = 20000;
+  constexpr std::uint64_t kSize = 64;
+  void* before = stats->allocate(kSize, 0, 0);  // older memory, freed while sets are pushed
+  std::atomic<bool> stop{false}, started{false};
+  std::atomic<int> running{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      while (!started.load()) std::this_thread::yield();  // race the pusher, not run before it
+      for (int i = 0; i < kOps; ++i) {
+        void* p = stats->allocate(kSize, 0, 0);
+        stats->deallocate(p, kSize, 0, 0);
+      }
+      running.fetch_sub(1);
+    });
+  }
+  std::uint64_t popped_total_count = 0, pops = 0;
+  bool freed_before = false;
+  bool bounded = true;
+  auto within = [&](const core::Statistics& s) {
+    // The one older allocation may be freed inside a set: current and peak
+    // stay bounded by the threads' own live allocations (+1 for it).
+    return s.current_count <= kThreads + 1 && s.peak_count <= kThreads + 1 &&
+           s.current_bytes <= (kThreads + 1) * kSize && s.peak_bytes <= (kThreads + 1) * kSize &&
+           s.total_bytes <= kThreads * kOps * kSize && s.total_count <= kThreads * kOps;
+  };
+  bool whole = true;
+  auto whole_calls = [&](const core::Statistics& s) {
+    return s.total_bytes == s.total_count * kSize && s.current_bytes == s.current_count * kSize;
+  };
+  std::thread pusher([&] {
+    while (!stop.load() || pops == 0) {
+      core::push_statistics_counters(*stats);
+      started = true;
+      core::push_statistics_counters(*stats);
+      if (!freed_before && running.load() < kThreads) {
+        stats->deallocate(before, kSize, 0, 0);
+        freed_before = true;
+      }
+      bounded = bounded && within(core::statistics_of(*stats));
+      const core::Statistics inner = core::pop_statistics_counters(*stats);
+      const core::Statistics outer = core::pop_statistics_counters(*stats);
+      bounded = bounded && within(inner) && within(outer);
+      // Each call lands wholly in one set: with one size, bytes are that size times the count.
+      whole = whole && whole_calls(inner) && whole_calls(outer);
+      // The outer set folded the inner one: it counted at least what the inner counted.
+      bounded = bounded && outer.total_count >= inner.total_count && outer.total_bytes >= inner.total_bytes;
+      popped_total_count += outer.total_count;
+      ++pops;
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  pusher.join();
+  if (!freed_before) stats->deallocate(before, kSize, 0, 0);
+  EXPECT_TRUE(bounded);
+  EXPECT_TRUE(whole);
+  EXPECT_GT(pops, 0u);
+  EXPECT_LE(popped_total_count, static_cast<std::uint64_t>(kThreads) * kOps);
+  EXPECT_EQ(core::statistics_depth(*stats), 1u);
+  const core::Statistics s = core::statistics_of(*stats);
+  EXPECT_EQ(s.current_bytes, 0u);
+  EXPECT_EQ(s.current_count, 0u);
+  EXPECT_EQ(s.total_count, static_cast<std::uint64_t>(kThreads) * kOps + 1);
+  EXPECT_EQ(s.total_bytes, (static_cast<std::uint64_t>(kThreads) * kOps + 1) * kSize);
+  EXPECT_GE(s.peak_count, 1u);
+  EXPECT_LE(s.peak_count, static_cast<std::uint64_t>(kThreads) + 1);
+}
+
 }  // namespace

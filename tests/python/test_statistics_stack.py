@@ -134,3 +134,40 @@ def test_enable_statistics_is_idempotent() -> None:
             replaced = tether.set_current_resource(before, tether.HOST)
             if replaced is not None:
                 replaced.close()
+
+
+def test_push_pop_racing_threads_count_every_call_once() -> None:
+    # Threads allocate and free 64 B (cffi releases the GIL around each call,
+    # so they really overlap in C) while this thread pushes and pops: every
+    # popped set holds whole calls (bytes = 64 x count) and the first set ends
+    # with every allocation counted, nothing left current.
+    import threading
+
+    threads, pairs, size = 4, 3000, 64
+    with tether.StatisticsAdaptor(tether.PoolResource(tether.HostResource())) as st:
+        start = threading.Barrier(threads + 1)
+
+        def work() -> None:
+            start.wait()
+            for _ in range(pairs):
+                st.deallocate(st.allocate(size), size)
+
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        start.wait()
+        popped: list[tether.Statistics] = []
+        while any(w.is_alive() for w in workers) or not popped:
+            st.push_counters()
+            popped.append(st.pop_counters())
+        for w in workers:
+            w.join()
+        for s in popped:
+            assert s.total_bytes == size * s.total_count
+            assert s.current_bytes == size * s.current_count
+            assert s.current_count <= threads
+        final = st.statistics()
+        assert final.total_count == threads * pairs
+        assert final.total_bytes == threads * pairs * size
+        assert (final.current_count, final.current_bytes) == (0, 0)
+        assert 1 <= final.peak_count <= threads

@@ -9,6 +9,9 @@
 // below.total += popped.total (bytes and counts alike). A free of memory
 // allocated before the push lowers the top set's current below zero; such a
 // set reports current 0 (its exact, negative value is what pop folds).
+// Allocations and frees take no lock: each counts wholly into the set on top,
+// and a push or pop waits only for the calls already counting (a handful of
+// atomic adds each); see statistics.cpp.
 #pragma once
 
 #include <cstdint>
