@@ -294,8 +294,10 @@ def _wait_for_heartbeat_metric(client, expected: dict, timeout: float = 20.0) ->
     ({address: {field: value}}) for every worker, or after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
+        # The client's copy of the scheduler's identity is refreshed periodically; under load a
+        # worker can be missing from it for a moment, so a missing worker reads as "not yet".
         workers = client.scheduler_info()["workers"]
-        found = {a: workers[a].get("metrics", {}).get(tether.dask.METRIC_NAME) or {} for a in expected}
+        found = {a: workers.get(a, {}).get("metrics", {}).get(tether.dask.METRIC_NAME) or {} for a in expected}
         if all(all(found[a].get(k) == v for k, v in want.items()) for a, want in expected.items()):
             return found
         if time.monotonic() > deadline:
