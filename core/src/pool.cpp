@@ -82,9 +82,15 @@ using pool_detail::FreeIndex;
 using pool_detail::kGranule;
 
 constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
-// The pool grows by at least its current size (geometric growth, few
-// chunks), but never by more than this unless a single request needs it.
+// The pool grows by at least 1/kGrowthDivisor of its current size
+// (geometric growth: O(log) chunks), but never by more than this unless a
+// single request needs it. Growing by the whole current size (RMM's policy)
+// can leave nearly half the pool unused after the last growth: replaying the
+// random pattern (256 B - 4 MiB, <= 1000 live, 3 times) with eight seeds,
+// held / peak live was 1.15 - 2.08 (mean 1.59); growing by a quarter,
+// 1.20 - 1.43 (mean 1.28), for about three times as many chunks.
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
+constexpr std::size_t kGrowthDivisor = 4;
 // How many blocks of a request's own size class are examined before growing.
 constexpr std::size_t kOwnClassScan = 16;
 
@@ -451,7 +457,7 @@ class PoolResource final : public Resource {
 
   // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
   std::size_t growth_for(std::size_t need) const noexcept {
-    std::size_t chunk = std::max({need, growth_, std::min(pool_size_, kMaxGeometricGrowth)});
+    std::size_t chunk = std::max({need, growth_, std::min(pool_size_ / kGrowthDivisor, kMaxGeometricGrowth)});
     if (limited_) {
       const std::size_t held = pool_size_ + pending_;
       if (held >= maximum_ || need > maximum_ - held) return 0;

@@ -318,10 +318,10 @@ TEST(Pool, UpstreamOutOfMemoryTrimsAndRetriesExactly) {
 
 TEST(Pool, UpstreamOutOfMemoryRetriesWithExactlyWhatIsNeeded) {
   auto limited = std::make_shared<test::LimitedUpstream>(3 * MiB + 512 * KiB);
-  auto pool = make_pool(limited, 0, 0, MiB);
-  void* a = pool->allocate(MiB, 0, 0);
+  auto pool = make_pool(limited, 0, 0, 2 * MiB);
+  void* a = pool->allocate(MiB, 0, 0);  // one 2 MiB chunk
   void* b = pool->allocate(MiB, 0, 0);
-  // The pool would like a 2 MiB chunk (it grows by its size); only 1.5 MiB is left.
+  // The pool would like a 2 MiB chunk (its growth size); only 1.5 MiB is left.
   void* c = pool->allocate(MiB + 512 * KiB, 0, 0);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(limited->failures(), 1u);
