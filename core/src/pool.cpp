@@ -457,7 +457,10 @@ class PoolResource final : public Resource {
 
   // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
   std::size_t growth_for(std::size_t need) const noexcept {
-    std::size_t chunk = std::max({need, growth_, std::min(pool_size_ / kGrowthDivisor, kMaxGeometricGrowth)});
+    // Rounded to the granule, so that a pool over another pool holds exactly
+    // what it asked for (the conformance suite checks that, link by link).
+    std::size_t chunk = std::max(
+      {need, growth_, round_up(std::min(pool_size_ / kGrowthDivisor, kMaxGeometricGrowth), kGranule)});
     if (limited_) {
       const std::size_t held = pool_size_ + pending_;
       if (held >= maximum_ || need > maximum_ - held) return 0;

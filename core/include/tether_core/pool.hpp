@@ -4,11 +4,8 @@
 // 1 MiB, and at least a quarter of what the pool holds, up to maximum_size in
 // total) and carved into blocks. Free blocks are kept in a size-indexed
 // structure (two-level segregated fit: O(1) search for a block at least as
-// large as the request, best fit among the first blocks of a size class) and
-// coalesced with free neighbours of the same chunk. A block freed between two
-// allocated neighbours is first parked in a per-stream LIFO bin of its size
-// class and handed back whole to the next request of that class (coalesced
-// when a neighbour is freed, or before the pool grows). trim() returns
+// large as the request, best fit within a size class) and coalesced with
+// free neighbours of the same chunk on free. trim() returns
 // chunks that are wholly free. When upstream provides stream_order(), the pool
 // is stream-ordered: a block freed on stream A is reused on A at once and on
 // another stream B only after B waits on an event recorded on A after the
