@@ -13,7 +13,9 @@
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
 #        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size;
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
-#        harness runs last, bounded by TETHER_PEER_SECONDS)
+#        harness runs last, bounded by TETHER_PEER_SECONDS; TETHER_GPU_STEPS: which of
+#        "build ctest pytest bench peer" to run, default all - e.g. TETHER_GPU_STEPS=peer for the
+#        peer table alone; the package is installed whenever pytest, bench or peer runs)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,6 +27,9 @@ PY=${PYTHON:-python3}
 mkdir -p "$OUT" "$BUILD"
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+STEPS=" ${TETHER_GPU_STEPS:-build ctest pytest bench peer} "
+want() { [[ $STEPS == *" $1 "* ]]; }
 
 declare -a SUMMARY=()
 FAILED=0
@@ -103,6 +108,7 @@ fi
 # ---- 1. build -------------------------------------------------------------------------
 : >"$OUT/build.log"
 BUILD_OK=0
+if want build || want ctest; then
 if step "configure (Release)" "$OUT/build.log" \
   cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DTETHER_BUILD_TESTS=ON -DTETHER_BUILD_BENCHMARKS=ON -DTETHER_BUILD_EXAMPLES=ON "${GTEST_ARGS[@]}"; then
@@ -111,10 +117,13 @@ fi
 if [ -f "$BUILD/capi/libtether.so" ]; then
   step "libtether links nothing from CUDA" "$OUT/build.log" sh "$ROOT/ci/check_symbols.sh" "$BUILD/capi/libtether.so"
 fi
+fi
 
 # ---- 2. ctest ---------------------------------------------------------------------------
 : >"$OUT/ctest.log"
-if [ $BUILD_OK = 1 ]; then
+if ! want ctest; then
+  SUMMARY+=("SKIPPED      ctest (not in TETHER_GPU_STEPS)")
+elif [ $BUILD_OK = 1 ]; then
   # CPU tests in parallel; GPU tests with a little parallelism (they share the device).
   step "ctest (all but gpu)" "$OUT/ctest.log" \
     ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" -LE gpu --timeout 600
@@ -136,7 +145,7 @@ rm -rf "$SITE"
 if step "pip install . (into $SITE)" "$OUT/pytest.log" \
   "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir --target "$SITE" "$ROOT"; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-  step "pytest tests/python" "$OUT/pytest.log" \
+  want pytest && step "pytest tests/python" "$OUT/pytest.log" \
     "$PY" -m pytest ${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"} -q -ra -p no:cacheprovider --durations=15
   PY_OK=1
 else
@@ -144,7 +153,9 @@ else
 fi
 
 # RMM's C++ API takes a tether resource (needs the librmm wheel unpacked in /tmp/site).
-if [ "$PY_OK" = 1 ] && [ -d /tmp/site/librmm/include ]; then
+if ! want pytest; then
+  :
+elif [ "$PY_OK" = 1 ] && [ -d /tmp/site/librmm/include ]; then
   step "RMM C++ interop (examples/cpp_rmm)" "$OUT/pytest.log" \
     env SITE=/tmp/site TETHER_SITE="$SITE" OUT_BIN=/tmp/rmm_interop bash "$ROOT/examples/cpp_rmm/build.sh"
 else
@@ -153,6 +164,7 @@ fi
 
 # ---- 4. benchmarks ---------------------------------------------------------------------------
 : >"$OUT/bench.log"
+if want bench; then
 if [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
   step "bench_gpu_alloc (C ABI vs raw driver)" "$OUT/bench.log" \
     timeout 300 "$BUILD/benchmarks/gpu/bench_gpu_alloc" "${TETHER_BENCH_OPS:-20000}" 5 8
@@ -182,9 +194,10 @@ if [ "$PY_OK" = 1 ]; then
 else
   SUMMARY+=("SKIPPED      bench_python.py, bench_hooks.py (the package did not install)")
 fi
+fi
 
 # The peers side by side (../shared/bench copied to .bench; its wheels in .whl): C++ only, bounded.
-if [ -d "$ROOT/.bench" ] && [ "$PY_OK" = 1 ]; then
+if want peer && [ -d "$ROOT/.bench" ] && [ "$PY_OK" = 1 ]; then
   step "peer bench (.bench: RMM pool/arena/binning/async, CCCL, cudaMallocAsync vs tether)" "$OUT/peer.log" \
     env OUT=/tmp/peer_out TETHER_SITE="$SITE" WHL="$ROOT/.whl" bash -c \
     'B=/tmp/peer_build; mkdir -p $B; SITE=/tmp/site TETHER_SITE=$TETHER_SITE PYTHON='"$PY"' timeout 150 bash '"$ROOT"'/.bench/build_cpp.sh $B/cpp_alloc_bench && LD_LIBRARY_PATH=/tmp/site/librmm/lib64:/tmp/site/rapids_logger/lib64 timeout ${TETHER_PEER_SECONDS:-200} $B/cpp_alloc_bench --threads 4,8'
