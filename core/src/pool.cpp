@@ -126,7 +126,7 @@ thread_local ArenaCacheEntry t_arena_cache[8];
 using pool_detail::Arena;
 using pool_detail::ChunkGuard;
 using pool_detail::kRecordEvery;
-using pool_detail::Waits;
+using Waits = stream_reuse::Handover;
 using pool_detail::insert_free;
 using pool_detail::carve;
 using pool_detail::reserve_records;
@@ -197,7 +197,7 @@ class PoolResource final : public Resource {
         for (const auto& a : arenas_)
           if (!a->fresh.empty()) waits.device();
         for (const auto& a : arenas_)
-          if (a->event != nullptr) waits.wait(0, a.get());
+          if (a->event != nullptr) waits.wait(0, a->stream, a->event);
         settled = true;
       } catch (...) {
         // The device cannot be ordered: leak rather than free memory in use.
@@ -587,7 +587,7 @@ class PoolResource final : public Resource {
       if (other.get() == &a) continue;
       if (Block* b = other->settled.find(r.need)) {
         reserve_records(a);
-        waits.wait(a.stream, other.get());
+        waits.wait(a.stream, other->stream, other->event);
         return take(a, b, &other->settled, r.n, r.bytes, r.alignment, r.owner);
       }
       if (!other->fresh.empty()) other->record_requested = true;
@@ -607,7 +607,7 @@ class PoolResource final : public Resource {
         if (other.get() != &a && !other->fresh.empty()) waits.device();
       for (const auto& other : arenas_) {
         if (other.get() == &a || (other->fresh.empty() && other->settled.empty())) continue;
-        waits.wait(a.stream, other.get());
+        waits.wait(a.stream, other->stream, other->event);
         for (FreeIndex* idx : {&other->fresh, &other->settled}) {
           while (Block* b = idx->any()) {
             ChunkGuard g(b->chunk);
@@ -736,7 +736,7 @@ class PoolResource final : public Resource {
       for (Chunk* c = chunks_; c != nullptr; c = c->next) {
         if (c->extent->busy) continue;
         for (Block* b = c->first; b != nullptr; b = b->next_phys)
-          if (b->index->owner() != nullptr) waits.wait(0, b->index->owner());
+          if (b->index->owner() != nullptr) waits.wait(0, b->index->owner()->stream, b->index->owner()->event);
       }
     } catch (...) {
       error = std::current_exception();

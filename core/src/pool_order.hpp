@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pool_arena.hpp"
+#include "stream_reuse.hpp"
 #include "tether_core/resource.hpp"
 
 namespace tether::core::pool_detail {
@@ -23,26 +24,7 @@ inline constexpr unsigned kRecordEvery = 64;
 // waited for at most once per operation. Frees not covered by an event yet
 // (fresh blocks) can only be ordered by waiting for the whole device
 // (device()), once; every wait after that is a no-op.
-class Waits {
- public:
-  explicit Waits(StreamOrder* order) noexcept : order_(order), device_done_(order == nullptr) {}
-  void wait(stream_t waiter, const Arena* producer) {
-    if (device_done_ || producer->stream == waiter) return;
-    if (std::find(done_.begin(), done_.end(), producer) != done_.end()) return;
-    if (producer->event == nullptr) return device();  // not reached: settled blocks exist only after a record
-    order_->wait_event(waiter, producer->event);
-    done_.push_back(producer);
-  }
-  void device() {
-    if (device_done_) return;
-    order_->synchronize_device();
-    device_done_ = true;
-  }
-
- private:
-  StreamOrder* order_;
-  bool device_done_;
-  std::vector<const Arena*> done_;
-};
+// The waits themselves are stream_reuse::Handover (core/src/stream_reuse.hpp),
+// shared with the arena and fixed-size resources; pool.cpp calls it Waits.
 
 }  // namespace tether::core::pool_detail

@@ -54,14 +54,6 @@ struct MallocCallbacks {
   }
 };
 
-core::ResourcePtr callback_over_malloc() {
-  // The callbacks own their state: shared by the closures, dies with the resource.
-  auto state = std::make_shared<MallocCallbacks>();
-  core::CallbackFunctions f = state->functions();
-  f.destroy = [state] {};
-  return core::make_callback_resource(std::move(f), {});
-}
-
 TEST(CallbackResource, CallsTheUserFunctionsAndReportsItsProperties) {
   MallocCallbacks cb;
   {
