@@ -69,6 +69,17 @@ TETHER_API tether_status_t tether_cuda_get_memory_info(int device, size_t* out_f
   });
 }
 
+TETHER_API tether_status_t tether_cuda_get_device_name(int device, char* buffer, size_t capacity,
+                                                       size_t* out_needed) {
+  return guard("tether_cuda_get_device_name", [&] {
+    require_out(out_needed, "out_needed");
+    *out_needed = 0;
+    if (buffer == nullptr && capacity > 0) core::throw_invalid_argument("buffer must not be NULL when capacity > 0");
+    if (capacity > 0) buffer[0] = '\0';
+    write_text(core::cuda::device_name(cuda_device(device)), buffer, capacity, out_needed);
+  });
+}
+
 TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream) {
   return guard("tether_cuda_stream_synchronize",
                [&] { core::cuda::stream_synchronize(cuda_device(device), stream); });

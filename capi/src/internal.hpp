@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -92,6 +93,19 @@ template <class T>
 void require_out(T* p, const char* what = "out") {
   if (p == nullptr) core::throw_invalid_argument(std::string(what) + " must not be NULL");
 }
+
+// The text out-parameter rule (tracking.h, cuda.h): copy what fits, always NUL-terminate,
+// report the full size (NUL included) in *out_needed.
+inline void write_text(const std::string& text, char* buffer, std::size_t capacity, std::size_t* out_needed) {
+  require_out(out_needed, "out_needed");
+  if (buffer == nullptr && capacity > 0) core::throw_invalid_argument("buffer must not be NULL when capacity > 0");
+  *out_needed = text.size() + 1;
+  if (capacity == 0) return;
+  const std::size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+}
+
 
 // ---- versioned structs -----------------------------------------------------
 

@@ -13,17 +13,6 @@ namespace {
 
 const tether_tracking_options_t kTrackingDefaults = TETHER_TRACKING_OPTIONS_INIT;
 
-// The text rule of tracking.h: copy what fits, always NUL-terminate, report the full size.
-void write_text(const std::string& text, char* buffer, std::size_t capacity, std::size_t* out_needed) {
-  require_out(out_needed, "out_needed");
-  if (buffer == nullptr && capacity > 0) core::throw_invalid_argument("buffer must not be NULL when capacity > 0");
-  *out_needed = text.size() + 1;
-  if (capacity == 0) return;
-  const std::size_t n = std::min(text.size(), capacity - 1);
-  std::memcpy(buffer, text.data(), n);
-  buffer[n] = '\0';
-}
-
 }  // namespace
 
 extern "C" {

@@ -262,6 +262,7 @@ int current_device() { unsupported(); }
 void check_device(int) { unsupported(); }
 void stream_synchronize(int, stream_t) { unsupported(); }
 void memory_info(int, std::size_t*, std::size_t*) { unsupported(); }
+std::string device_name(int) { unsupported(); }
 ResourcePtr make_cuda_resource(int) { unsupported(); }
 ResourcePtr make_async_resource(int, const AsyncOptions&) { unsupported(); }
 ResourcePtr make_managed_resource(int) { unsupported(); }

@@ -47,6 +47,7 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(Init, (unsigned))                                                         \
   X(DeviceGetCount, (int*))                                                   \
   X(DeviceGet, (CUdevice*, int))                                              \
+  X(DeviceGetName, (char*, int, CUdevice))                                    \
   X(DeviceGetAttribute, (int*, CUdevice_attribute, CUdevice))                 \
   X(DevicePrimaryCtxRetain, (CUcontext*, CUdevice))                           \
   X(CtxGetCurrent, (CUcontext*))                                              \

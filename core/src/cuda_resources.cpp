@@ -479,6 +479,13 @@ void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) 
   check(driver().MemGetInfo(free_bytes, total_bytes), "cuMemGetInfo", device);
 }
 
+std::string device_name(int device) {
+  check_device(device);
+  char name[256] = {};
+  check(driver().DeviceGetName(name, int(sizeof name - 1), device_handle(device)), "cuDeviceGetName", device);
+  return name;
+}
+
 ResourcePtr make_managed_resource(int device) {
   check_device(device);
   if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, "managed memory"))

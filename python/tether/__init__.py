@@ -24,7 +24,7 @@ from ._errors import (CudaError, InternalError, InvalidArgumentError, InvalidHan
 from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
                          StatisticsAdaptor, UpstreamAdaptor)
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
-                    cuda_device_count, cuda_driver_version)
+                    cuda_device_count, cuda_device_name, cuda_driver_version)
 from ._buffer import Buffer
 from ._spec import from_spec
 from ._limiting import LimitingAdaptor
@@ -85,7 +85,7 @@ __all__ = [
     "Resource", "ResourceKind", "UpstreamAdaptor", "HostResource", "PoolResource", "StatisticsAdaptor",
     "Statistics", "PoolInfo",
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
-    "cuda_available", "cuda_device_count", "cuda_driver_version",
+    "cuda_available", "cuda_device_count", "cuda_device_name", "cuda_driver_version",
     "Buffer", "from_spec",
     "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",

@@ -28,6 +28,20 @@ def cuda_available() -> bool:
         return False
 
 
+def cuda_device_name(device: DeviceLike = 0) -> str:
+    """The name of ``device`` as the driver reports it, e.g. ``"NVIDIA H200"``.
+
+    Raises NoDeviceError without a usable driver, InvalidArgumentError for a bad id.
+    """
+    d = device_value(device)
+    needed = ffi.new("size_t*")
+    check(lib.tether_cuda_get_device_name(d, ffi.NULL, 0, needed))
+    buf = ffi.new("char[]", int(needed[0]))
+    check(lib.tether_cuda_get_device_name(d, buf, len(buf), needed))
+    name: str = ffi.string(buf).decode("utf-8", "replace")
+    return name
+
+
 def cuda_driver_version() -> int:
     """The driver's CUDA version, e.g. 13000 for 13.0. Raises NoDeviceError without a driver."""
     out = ffi.new("int*")

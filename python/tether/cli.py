@@ -354,6 +354,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         free, total = ffi.new("size_t*"), ffi.new("size_t*")
         for d in range(tether.cuda_device_count()):
             entry: dict[str, Any] = {"device": d}
+            try:
+                entry["name"] = tether.cuda_device_name(d)
+            except tether.TetherError:
+                pass
             if lib.tether_cuda_get_memory_info(d, free, total) == 0:
                 entry["total_bytes"], entry["free_bytes"] = int(total[0]), int(free[0])
             devices.append(entry)
@@ -391,7 +395,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         for dev in devices:
             mem = (f"{_size(dev['total_bytes'])} total, {_size(dev['free_bytes'])} free"
                    if "total_bytes" in dev else "memory unknown")
-            print(f"  device {dev['device']}: {mem}")
+            name = f"{dev['name']}, " if "name" in dev else ""
+            print(f"  device {dev['device']}: {name}{mem}")
     else:
         print(f"CUDA: not available ({cuda['reason']})")
     print("current-resource table (unset slots show the default they build now):")

@@ -412,8 +412,17 @@ TEST_F(Wrapper, DeviceFactoriesWithoutGpu) {
   EXPECT_THROW(tether::managed_resource(0), tether::no_device_error);
   EXPECT_THROW(tether::pinned_host_resource(0), tether::no_device_error);
   EXPECT_THROW(tether::cuda_device_count(), tether::no_device_error);
+  EXPECT_THROW(tether::cuda_device_name(0), tether::no_device_error);
   EXPECT_THROW(tether::current_resource(), tether::no_device_error);  // default: the current device
   EXPECT_THROW(tether::current_resource(0), tether::no_device_error);
+}
+
+TEST_F(Wrapper, DeviceNameWithGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::string name = tether::cuda_device_name(0);
+  EXPECT_FALSE(name.empty());
+  EXPECT_EQ(name.size(), std::char_traits<char>::length(name.c_str()));  // no NUL kept inside
+  EXPECT_THROW(tether::cuda_device_name(tether::cuda_device_count()), tether::invalid_argument_error);
 }
 
 TEST_F(Wrapper, Versions) {

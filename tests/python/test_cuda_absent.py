@@ -15,7 +15,7 @@ def test_cuda_available_is_false_not_raising():
 
 
 @pytest.mark.parametrize("call", [
-    tether.cuda_device_count, tether.cuda_driver_version,
+    tether.cuda_device_count, tether.cuda_driver_version, tether.cuda_device_name,
     tether.CudaResource, lambda: tether.CudaResource(0),
     tether.AsyncResource, lambda: tether.AsyncResource(0, initial_pool_size="1 MiB", release_threshold="1 GiB"),
     tether.ManagedResource, lambda: tether.ManagedResource(0),

@@ -33,6 +33,9 @@ def test_driver_queries():
     assert tether.cuda_available()
     assert tether.cuda_device_count() >= 1
     assert tether.cuda_driver_version() >= 12000
+    name = tether.cuda_device_name(0)
+    assert isinstance(name, str) and name.strip() == name and len(name) > 0
+    assert tether.cuda_device_name(tether.CURRENT_DEVICE) == name
 
 
 @pytest.mark.parametrize("name, cls, kind, device, dev_ok, host_ok", [
@@ -173,6 +176,8 @@ def test_bad_devices():
         tether.CudaResource(n)
     with pytest.raises(tether.InvalidArgumentError):
         tether.AsyncResource(n)
+    with pytest.raises(tether.InvalidArgumentError, match="device"):
+        tether.cuda_device_name(n)
 
 
 def test_device_slot(restore_device0):

@@ -58,6 +58,18 @@ TETHER_API tether_status_t tether_cuda_get_current_device(int* out);
  */
 TETHER_API tether_status_t tether_cuda_get_memory_info(int device, size_t* out_free, size_t* out_total);
 
+/**
+ * The name of `device` (an id or TETHER_DEVICE_CURRENT) as cuDeviceGetName
+ * reports it, e.g. "NVIDIA H200". Text rule (as tether/tracking.h): the name
+ * and its NUL are copied to `buffer` as far as `capacity` allows (always
+ * NUL-terminated when capacity > 0) and *out_needed receives the size the
+ * whole name needs, NUL included; buffer = NULL, capacity = 0 asks for the size.
+ * Errors: NO_DEVICE, INVALID_ARGUMENT (bad id, NULL out_needed, NULL buffer
+ * with capacity > 0).
+ */
+TETHER_API tether_status_t tether_cuda_get_device_name(int device, char* buffer, size_t capacity,
+                                                       size_t* out_needed);
+
 /** Wait until all work on `stream` (of `device`'s primary context) is done. */
 TETHER_API tether_status_t tether_cuda_stream_synchronize(int device, tether_stream_t stream);
 

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tether_core/resource.hpp"
 
@@ -41,6 +42,8 @@ int current_device();
 void check_device(int device);
 // Free and total bytes of `device` (cuMemGetInfo in its primary context). Throws NO_DEVICE, CUDA.
 void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
+// The device's name as the driver reports it (cuDeviceGetName). Throws NO_DEVICE, INVALID_ARGUMENT.
+std::string device_name(int device);
 // Wait for all work on `stream` (stream 0: the legacy default stream of device's primary context).
 void stream_synchronize(int device, stream_t stream);
 

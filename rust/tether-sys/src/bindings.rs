@@ -1343,6 +1343,21 @@ extern "C" {
     ) -> tether_status_t;
 }
 extern "C" {
+    #[doc = " The name of `device` (an id or TETHER_DEVICE_CURRENT) as cuDeviceGetName"]
+    #[doc = " reports it, e.g. \"NVIDIA H200\". Text rule (as tether/tracking.h): the name"]
+    #[doc = " and its NUL are copied to `buffer` as far as `capacity` allows (always"]
+    #[doc = " NUL-terminated when capacity > 0) and *out_needed receives the size the"]
+    #[doc = " whole name needs, NUL included; buffer = NULL, capacity = 0 asks for the size."]
+    #[doc = " Errors: NO_DEVICE, INVALID_ARGUMENT (bad id, NULL out_needed, NULL buffer"]
+    #[doc = " with capacity > 0)."]
+    pub fn tether_cuda_get_device_name(
+        device: ::std::os::raw::c_int,
+        buffer: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        out_needed: *mut usize,
+    ) -> tether_status_t;
+}
+extern "C" {
     #[doc = " Wait until all work on `stream` (of `device`'s primary context) is done."]
     pub fn tether_cuda_stream_synchronize(
         device: ::std::os::raw::c_int,

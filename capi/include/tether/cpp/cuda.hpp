@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tether/cpp/resource.hpp"
 #include "tether/tether.h"
@@ -62,6 +63,16 @@ inline int cuda_device_count() {
   int n = 0;
   check(tether_cuda_get_device_count(&n));
   return n;
+}
+/// The name of `device` as the driver reports it (e.g. "NVIDIA H200"); throws
+/// no_device_error without a driver, invalid_argument_error for a bad id.
+inline std::string cuda_device_name(int device = 0) {
+  std::size_t needed = 0;
+  check(tether_cuda_get_device_name(device, nullptr, 0, &needed));
+  std::string name(needed, '\0');
+  check(tether_cuda_get_device_name(device, name.data(), name.size(), &needed));
+  name.resize(std::char_traits<char>::length(name.c_str()));
+  return name;
 }
 /// The CUDA driver's version (e.g. 13000); throws no_device_error without a driver.
 inline int cuda_driver_version() {
