@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "random_pattern.h" /* bench_now_ns, bench_compare_double */
 #include "tether/tether.h"
 
 #define RUNS 9
@@ -33,20 +34,9 @@ int capi_cost_core_create(size_t initial_size);
 double capi_cost_core_run(size_t size, long pairs);
 void capi_cost_core_destroy(void);
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
 /* ns per pair of one run, or -1 if a call failed (the message is printed). */
 static double capi_run(tether_resource_t* r, tether_stream_t stream, long pairs) {
-  double start = now_ns();
+  double start = bench_now_ns();
   long i;
   for (i = 0; i < pairs; ++i) {
     void* p = NULL;
@@ -56,14 +46,14 @@ static double capi_run(tether_resource_t* r, tether_stream_t stream, long pairs)
       return -1;
     }
   }
-  return (now_ns() - start) / (double)pairs;
+  return (bench_now_ns() - start) / (double)pairs;
 }
 
 static double median(double* t, int n) {
   int i;
   for (i = 0; i < n; ++i)
     if (t[i] < 0) return -1;
-  qsort(t, (size_t)n, sizeof t[0], cmp);
+  qsort(t, (size_t)n, sizeof t[0], bench_compare_double);
   return t[n / 2];
 }
 

@@ -19,21 +19,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "random_pattern.h" /* bench_now_ns, bench_compare_double */
 #include "tether/tether.h"
 
 #define RUNS 15
 #define SIZE 256
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 static void die(const char* what) {
   fprintf(stderr, "bench_statistics_cost: %s failed: %s\n", what, tether_last_error_message());
@@ -74,11 +64,11 @@ static double median_ns_per_pair(const struct bench_case* c, long pairs) {
   double t[RUNS];
   int run;
   for (run = 0; run < RUNS; ++run) {
-    double start = now_ns();
+    double start = bench_now_ns();
     run_case(c, pairs);
-    t[run] = (now_ns() - start) / (double)pairs;
+    t[run] = (bench_now_ns() - start) / (double)pairs;
   }
-  qsort(t, RUNS, sizeof t[0], cmp);
+  qsort(t, RUNS, sizeof t[0], bench_compare_double);
   return t[RUNS / 2];
 }
 

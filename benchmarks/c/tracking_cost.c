@@ -9,27 +9,17 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "random_pattern.h" /* bench_now_ns, bench_compare_double */
 #include "tether/tether.h"
 
 #define RUNS 15
 #define PAIRS 200000
 
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
 static double median_ns_per_pair(tether_resource_t* r) {
   double t[RUNS];
   int run, i;
   for (run = 0; run < RUNS; ++run) {
-    double start = now_ns();
+    double start = bench_now_ns();
     for (i = 0; i < PAIRS; ++i) {
       void* p = NULL;
       if (tether_resource_allocate(r, 256, 0, 0, &p) != TETHER_OK ||
@@ -38,9 +28,9 @@ static double median_ns_per_pair(tether_resource_t* r) {
         exit(1);
       }
     }
-    t[run] = (now_ns() - start) / PAIRS;
+    t[run] = (bench_now_ns() - start) / PAIRS;
   }
-  qsort(t, RUNS, sizeof t[0], cmp);
+  qsort(t, RUNS, sizeof t[0], bench_compare_double);
   return t[RUNS / 2];
 }
 
