@@ -99,7 +99,11 @@ fn the_current_device_slot_without_a_gpu_says_why() {
     let _t = table();
     let host = Resource::host().unwrap();
     match tether::cuda::device_count() {
-        Ok(_) => {
+        Ok(n) => {
+            let name = tether::cuda::device_name(0).unwrap();
+            assert!(!name.is_empty() && !name.contains('\0'), "{name:?}");
+            let e = tether::cuda::device_name(n).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
             // With a GPU: host memory does not suit a device slot.
             let e = push_current_resource(Device::Current, &host).err().unwrap();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -107,6 +111,8 @@ fn the_current_device_slot_without_a_gpu_says_why() {
         Err(no_device) => {
             assert_eq!(no_device.kind(), ErrorKind::NoDevice);
             assert!(!no_device.message().is_empty());
+            let e = tether::cuda::device_name(0).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
             let e = Buffer::from_current(Device::Current, 16, Stream::DEFAULT).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
             assert!(push_current_resource(Device::Current, &host).is_err());
