@@ -88,38 +88,47 @@ class LoggingAdaptor final : public Resource {
     try {
       p = upstream_->allocate_for(tag(owner), bytes, alignment, stream);
     } catch (const Error& e) {
-      log("allocate", nullptr, bytes, stream, e.status());
+      log(now(), "allocate", nullptr, bytes, stream, e.status());
       throw;
     } catch (const std::bad_alloc&) {
-      log("allocate", nullptr, bytes, stream, TETHER_ERROR_OUT_OF_MEMORY);
+      log(now(), "allocate", nullptr, bytes, stream, TETHER_ERROR_OUT_OF_MEMORY);
       throw;
     } catch (...) {
-      log("allocate", nullptr, bytes, stream, TETHER_ERROR_INTERNAL);
+      log(now(), "allocate", nullptr, bytes, stream, TETHER_ERROR_INTERNAL);
       throw;
     }
-    log("allocate", p, bytes, stream, TETHER_OK);
+    log(now(), "allocate", p, bytes, stream, TETHER_OK);
     return p;
   }
 
   void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
                          stream_t stream) override {
+    // A free is stamped when it is issued, before the upstream can hand the
+    // memory to another thread; an allocation when it returned. So the time
+    // column orders a free before any reuse of its memory, even when the reuse's
+    // line is written first (readers sort by time: tether replay does).
+    const auto issued = now();
     try {
       upstream_->deallocate_for(tag(owner), ptr, bytes, alignment, stream);
     } catch (const Error& e) {
-      log("free", ptr, bytes, stream, e.status());
+      log(issued, "free", ptr, bytes, stream, e.status());
       throw;
     } catch (...) {
-      log("free", ptr, bytes, stream, TETHER_ERROR_INTERNAL);
+      log(issued, "free", ptr, bytes, stream, TETHER_ERROR_INTERNAL);
       throw;
     }
-    log("free", ptr, bytes, stream, TETHER_OK);
+    log(issued, "free", ptr, bytes, stream, TETHER_OK);
   }
 
  private:
   owner_t tag(owner_t owner) const noexcept { return owner == kCaller ? id() : owner; }
 
-  void log(const char* action, const void* ptr, std::size_t bytes, stream_t stream, tether_status_t status) noexcept {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+  std::chrono::nanoseconds now() const noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+  }
+
+  void log(std::chrono::nanoseconds ns, const char* action, const void* ptr, std::size_t bytes, stream_t stream,
+           tether_status_t status) noexcept {
     char line[192];
     const int n = std::snprintf(line, sizeof line, "%llu,%llu,%s,0x%llx,%llu,%llu,%s",
                                 static_cast<unsigned long long>(ns.count()), thread_id(), action,

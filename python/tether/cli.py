@@ -260,13 +260,28 @@ def read_log(path: str) -> Trace:
         free_slots: list[int] = []
         next_slot = 0
         t = Trace(ops=[], lines=[], slot_count=0, threads=0, streams=1)
+        # Lines are written when each call ends, so two threads' lines can be out of
+        # order (a free written after the allocation that reused its memory); the time
+        # column is causal (a free is stamped when issued, an allocation when it
+        # returned), so events are replayed in time order, ties in file order.
         try:
+            rows: list[tuple[int, int, list[str]]] = []
             for row in reader:
                 line = reader.line_num
                 if not row:
                     continue
                 if len(row) != len(_HEADER):
                     raise UsageError(f"{path}:{line}: expected {len(_HEADER)} fields, got {len(row)}")
+                try:
+                    stamp = int(row[0].strip())
+                except ValueError:
+                    raise UsageError(f"{path}:{line}: the time is not a number: {row!r}") from None
+                rows.append((stamp, line, row))
+        except csv.Error as e:
+            raise UsageError(f"{path}:{reader.line_num}: {e}") from None
+        rows.sort(key=lambda r: r[0])  # stable: ties keep file order
+        try:
+            for _stamp, line, row in rows:
                 _, thread, action, pointer, size, stream, status = (x.strip() for x in row)
                 try:
                     ptr = int(pointer, 16)

@@ -144,6 +144,7 @@ def test_replay_fails_naming_the_log_lines_that_no_longer_fit(tmp_path):
     (HEADER + "1,2,allocate,zz,10,0,TETHER_OK\n", ":2: pointer, size or stream is not a number"),
     (HEADER + "1,2,grab,0x10,10,0,TETHER_OK\n", ":2: unknown action 'grab'"),
     (HEADER + "1,2,allocate,0x10,10,0,TETHER_OK\n1,2,allocate,0x10,10,0,TETHER_OK\n", ":3: pointer 0x10 allocated twice"),
+    (HEADER + "soon,2,allocate,0x10,10,0,TETHER_OK\n", ":2: the time is not a number"),
 ])
 def test_replay_malformed_logs(tmp_path, content, needle):
     log = tmp_path / "bad.csv"
@@ -151,6 +152,22 @@ def test_replay_malformed_logs(tmp_path, content, needle):
     p = run("replay", str(log), "--spec", "host")
     assert p.returncode == 2
     assert needle in p.stderr and "Traceback" not in p.stderr
+
+
+def test_replay_orders_events_by_time_not_by_line(tmp_path):
+    # Thread 12's allocation reused 0x1000 right after thread 11 freed it, and its line was
+    # written first: the time column (a free stamped when issued) puts the free first.
+    log = write_log(tmp_path / "log.csv", [
+        "10,11,allocate,0x1000,4096,0,TETHER_OK",
+        "30,12,allocate,0x1000,4096,0,TETHER_OK",
+        "20,11,free,0x1000,4096,0,TETHER_OK",
+        "40,12,free,0x1000,4096,0,TETHER_OK",
+    ])
+    p = run("replay", str(log), "--spec", "pool(host)", "--json")
+    assert p.returncode == 0, p.stderr
+    (r,) = json.loads(p.stdout)["results"]
+    assert r["allocations"] == 2 and r["deallocations"] == 2 and r["failed_allocations"] == 0
+    assert r["peak_live_bytes"] == 4096
 
 
 def test_replay_missing_log_and_bad_spec(tmp_path):
