@@ -21,14 +21,10 @@ pub fn device_count() -> Result<i32> {
 pub fn device_name(device: i32) -> Result<String> {
     let mut needed: usize = 0;
     // SAFETY: the size query (NULL buffer, capacity 0) with a valid out-pointer.
-    check(unsafe {
-        sys::tether_cuda_get_device_name(device, std::ptr::null_mut(), 0, &mut needed)
-    })?;
+    check(unsafe { sys::tether_cuda_get_device_name(device, std::ptr::null_mut(), 0, &mut needed) })?;
     let mut buf = vec![0u8; needed.max(1)];
     // SAFETY: `buf` holds `buf.len()` writable bytes.
-    check(unsafe {
-        sys::tether_cuda_get_device_name(device, buf.as_mut_ptr().cast(), buf.len(), &mut needed)
-    })?;
+    check(unsafe { sys::tether_cuda_get_device_name(device, buf.as_mut_ptr().cast(), buf.len(), &mut needed) })?;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     buf.truncate(end);
     Ok(String::from_utf8_lossy(&buf).into_owned())
