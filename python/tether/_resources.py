@@ -333,20 +333,13 @@ class Resource(Handle):
         """
         h = self._h
         if alignment is _ZERO and stream is None and size.__class__ is int and size >= 0 and h is not None:
-            try:  # the common call: an int size, defaults for the rest
-                status = _deallocate(h, ptr, size, 0, 0)
-            except OverflowError:
-                raise ValueError(f"ptr {ptr!r} is not an address (0 <= ptr < 2**64)") from None
-            except TypeError:
-                raise TypeError(f"ptr must be an int address (from allocate()), not {type(ptr).__name__}") from None
-            if status:
-                self._check(status)
-            return
-        n = size if size.__class__ is int and size >= 0 else parse_size(size)
-        a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
-        s = 0 if stream is None else stream_value(stream)
-        if h is None:
-            raise closed_error(self)
+            n, a, s = size, 0, 0  # the common call: an int size, defaults for the rest
+        else:
+            n = size if size.__class__ is int and size >= 0 else parse_size(size)
+            a = alignment if alignment.__class__ is int and alignment >= 0 else alignment_value(alignment)
+            s = 0 if stream is None else stream_value(stream)
+            if h is None:
+                raise closed_error(self)
         try:
             status = _deallocate(h, ptr, n, a, s)
         except OverflowError:
