@@ -1,5 +1,6 @@
 // Buffer handles: allocations that own their memory and free it into the
 // resource they came from (never into whatever is current at release time).
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -22,13 +23,24 @@ struct BufferObject : Object {
   core::stream_t stream = 0;
   // Exports that use the memory at ptr (tether_buffer_pin): resize refuses while > 0.
   std::size_t pins = 0;
+  // Other streams the memory is used on (tether_buffer_record_stream), distinct, never `stream`.
+  std::vector<core::stream_t> uses;
+
+  // Free ptr (size bytes): at once, or once every recorded stream is done with it.
+  void free_memory(void* p, std::size_t n) {
+    if (uses.empty()) {
+      core->deallocate(p, n, 0, stream);
+    } else {
+      core->deallocate_after(p, n, 0, stream, uses.data(), uses.size());
+    }
+  }
 
   ~BufferObject() override {
     // After exit has begun, CUDA may already be gone: leak device-visible memory.
     const bool skip = props.device_accessible && core::process_is_exiting();
     if (ptr != nullptr && !skip) {
       try {
-        core->deallocate(ptr, size, 0, stream);
+        free_memory(ptr, size);
       } catch (...) {
         // Nothing can be reported from a release; the memory is leaked.
       }
@@ -211,6 +223,17 @@ TETHER_API tether_status_t tether_buffer_set_stream(tether_buffer_t* buffer, tet
   });
 }
 
+TETHER_API tether_status_t tether_buffer_record_stream(tether_buffer_t* buffer, tether_stream_t stream) {
+  return guard("tether_buffer_record_stream", [&] {
+    BufferRef b(buffer);
+    if (b->core->stream_order() == nullptr) return;  // host memory: no stream to wait for
+    std::lock_guard<std::mutex> lock(b->mutex);
+    const auto s = static_cast<core::stream_t>(stream);
+    if (s == b->stream || std::find(b->uses.begin(), b->uses.end(), s) != b->uses.end()) return;
+    b->uses.push_back(s);
+  });
+}
+
 TETHER_API tether_status_t tether_buffer_copy_from_host(tether_buffer_t* buffer, size_t offset,
                                                         const void* src, size_t size) {
   return guard("tether_buffer_copy_from_host", [&] {
@@ -280,7 +303,7 @@ TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t 
       b->core->deallocate(fresh, new_size, 0, b->stream);
       throw;
     }
-    b->core->deallocate(b->ptr, b->size, 0, b->stream);
+    b->free_memory(b->ptr, b->size);  // the old memory waits for the recorded streams too
     b->ptr = fresh;
     b->size = new_size;
   });

@@ -195,6 +195,9 @@ TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether
 TETHER_API tether_status_t tether_resource_trim(tether_resource_t* resource) {
   return guard("tether_resource_trim", [&] {
     ResourceRef r(resource);
+    // Memory freed after use on other streams (record_stream) and still
+    // waiting for them is part of what a trim gives back: wait for it first.
+    (void)core::finish_all_deferred_frees(true);
     r->core->trim();
   });
 }

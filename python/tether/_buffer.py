@@ -219,6 +219,23 @@ class Buffer(Handle):
         """Order the buffer on ``stream`` from now on (the caller orders it after the old one)."""
         self._check(lib.tether_buffer_set_stream(self._live(), stream_value(stream)))
 
+    def record_stream(self, stream: StreamLike) -> None:
+        """Mark the memory as used on ``stream`` too, as ``torch.Tensor.record_stream`` does.
+
+        When the buffer is freed (its last reference, ``close()``, or a
+        ``resize`` that replaces its memory), the memory is handed out again -
+        on any stream, the buffer's own included - only after ``stream`` has
+        finished the work enqueued on it before the free. The free never
+        blocks: an event is recorded on each recorded stream and the resource
+        keeps the memory until they are complete (it still counts as
+        allocated meanwhile; ``trim()`` and an out-of-memory retry wait for
+        it). ``stream`` must still exist when the buffer is freed. Recording
+        the buffer's own stream, the default stream or a stream twice is
+        allowed; for host-only memory this is a no-op. ``stream``: None, an
+        int, or an object with ``__cuda_stream__``.
+        """
+        self._check(lib.tether_buffer_record_stream(self._live(), stream_value(stream)))
+
     def resize(self, new_size: Size) -> None:
         """Reallocate to ``new_size`` bytes from the same resource, keeping the common prefix.
 

@@ -77,6 +77,28 @@ TETHER_API tether_status_t tether_buffer_get_resource(tether_buffer_t* buffer, t
 TETHER_API tether_status_t tether_buffer_set_stream(tether_buffer_t* buffer, tether_stream_t stream);
 
 /**
+ * Mark the buffer's memory as used on `stream` too (PyTorch's record_stream):
+ * when the buffer is freed (its last release, or a resize that replaces its
+ * memory), that memory is handed out again - on any stream, the buffer's own
+ * included - only once every recorded stream has finished the work enqueued
+ * on it before the free. The free never blocks the host: an event is recorded
+ * on each recorded stream (and on the buffer's stream), and the resource
+ * keeps the memory until the events are complete; its later allocations hand
+ * it out once they are (an out-of-memory retry and tether_resource_trim wait
+ * for them). Until then the memory still counts as allocated in the resource
+ * and its adaptors.
+ *
+ * Each recorded stream must still exist when the buffer is freed (as with
+ * PyTorch). Recording the buffer's own stream, the default stream (0) or a
+ * stream already recorded is allowed and records it once. A resize keeps the
+ * recorded streams for the new memory too. Host-only memory (a host resource,
+ * a pool over one) has no streams to wait for: a no-op that still checks the
+ * handle. Errors: INVALID_HANDLE (a released, stale or forged buffer), and
+ * OUT_OF_MEMORY if the list of streams cannot grow.
+ */
+TETHER_API tether_status_t tether_buffer_record_stream(tether_buffer_t* buffer, tether_stream_t stream);
+
+/**
  * Copy `size` bytes from host memory `src` into the buffer at `offset`, ordered
  * on the buffer's stream; returns once the copy is complete (src may be reused).
  * `src` may overlap the buffer's own (host) memory: the copy is then done as if

@@ -141,7 +141,11 @@ TETHER_API tether_status_t tether_resource_is_equal(tether_resource_t* a, tether
 /**
  * Give memory the resource holds but does not use back to its upstream (a pool
  * returns its wholly free chunks; an async resource trims its CUDA pool).
- * A no-op (TETHER_OK) for resources that hold nothing.
+ * A no-op (TETHER_OK) for resources that hold nothing. First, memory freed
+ * after use on other streams (tether_buffer_record_stream,
+ * tether_torch_record_stream) that still waits for those streams is waited
+ * for and freed, in every resource: so a trim may block the host until that
+ * work is done (the one call besides an out-of-memory retry that does).
  */
 TETHER_API tether_status_t tether_resource_trim(tether_resource_t* resource);
 

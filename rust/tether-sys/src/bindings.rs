@@ -309,7 +309,11 @@ extern "C" {
 extern "C" {
     #[doc = " Give memory the resource holds but does not use back to its upstream (a pool"]
     #[doc = " returns its wholly free chunks; an async resource trims its CUDA pool)."]
-    #[doc = " A no-op (TETHER_OK) for resources that hold nothing."]
+    #[doc = " A no-op (TETHER_OK) for resources that hold nothing. First, memory freed"]
+    #[doc = " after use on other streams (tether_buffer_record_stream,"]
+    #[doc = " tether_torch_record_stream) that still waits for those streams is waited"]
+    #[doc = " for and freed, in every resource: so a trim may block the host until that"]
+    #[doc = " work is done (the one call besides an out-of-memory retry that does)."]
     pub fn tether_resource_trim(resource: *mut tether_resource_t) -> tether_status_t;
 }
 #[doc = " Options of tether_pool_resource_create(). Initialise with TETHER_POOL_OPTIONS_INIT."]
@@ -1020,6 +1024,30 @@ extern "C" {
     #[doc = " Order the buffer on a new stream: later frees and copies use `stream`. The"]
     #[doc = " caller is responsible for ordering `stream` after work on the old stream."]
     pub fn tether_buffer_set_stream(
+        buffer: *mut tether_buffer_t,
+        stream: tether_stream_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Mark the buffer's memory as used on `stream` too (PyTorch's record_stream):"]
+    #[doc = " when the buffer is freed (its last release, or a resize that replaces its"]
+    #[doc = " memory), that memory is handed out again - on any stream, the buffer's own"]
+    #[doc = " included - only once every recorded stream has finished the work enqueued"]
+    #[doc = " on it before the free. The free never blocks the host: an event is recorded"]
+    #[doc = " on each recorded stream (and on the buffer's stream), and the resource"]
+    #[doc = " keeps the memory until the events are complete; its later allocations hand"]
+    #[doc = " it out once they are (an out-of-memory retry and tether_resource_trim wait"]
+    #[doc = " for them). Until then the memory still counts as allocated in the resource"]
+    #[doc = " and its adaptors."]
+    #[doc = ""]
+    #[doc = " Each recorded stream must still exist when the buffer is freed (as with"]
+    #[doc = " PyTorch). Recording the buffer's own stream, the default stream (0) or a"]
+    #[doc = " stream already recorded is allowed and records it once. A resize keeps the"]
+    #[doc = " recorded streams for the new memory too. Host-only memory (a host resource,"]
+    #[doc = " a pool over one) has no streams to wait for: a no-op that still checks the"]
+    #[doc = " handle. Errors: INVALID_HANDLE (a released, stale or forged buffer), and"]
+    #[doc = " OUT_OF_MEMORY if the list of streams cannot grow."]
+    pub fn tether_buffer_record_stream(
         buffer: *mut tether_buffer_t,
         stream: tether_stream_t,
     ) -> tether_status_t;

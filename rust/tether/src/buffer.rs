@@ -219,6 +219,17 @@ impl Buffer {
         check(unsafe { sys::tether_buffer_set_stream(self.as_raw(), stream.as_raw()) })
     }
 
+    /// Mark the memory as used on `stream` too (PyTorch's `record_stream`): once
+    /// the buffer is freed, its memory is handed out again, on any stream, only
+    /// after `stream` has finished the work enqueued on it before the free. The
+    /// free never blocks the host. `stream` must still exist when the buffer is
+    /// freed. Recording the buffer's own stream, the default stream or a stream
+    /// twice is allowed; a no-op for host memory. See `tether_buffer_record_stream`.
+    pub fn record_stream(&self, stream: Stream) -> Result<()> {
+        // SAFETY: live handle.
+        check(unsafe { sys::tether_buffer_record_stream(self.as_raw(), stream.as_raw()) })
+    }
+
     /// Pins held on the buffer now (by slices, DLPack exports, any language); 0 allows resize.
     pub fn pin_count(&self) -> usize {
         let mut n = 0;

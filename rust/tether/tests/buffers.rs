@@ -128,3 +128,17 @@ fn raw_buffer_handles_round_trip() {
     let e = unsafe { Buffer::from_handle(raw) }.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidHandle);
 }
+
+#[test]
+fn record_stream_on_host_memory_frees_at_once_and_checks_the_handle() {
+    let host = Resource::host().unwrap();
+    let pool = Resource::pool(&host).build().unwrap();
+    let b = pool.buffer(4096, Stream::DEFAULT).unwrap();
+    let p = b.as_ptr();
+    for s in [0usize, 1, 7, 7] {
+        b.record_stream(Stream::from_raw(s)).unwrap();
+    }
+    drop(b); // host memory: no stream to wait for, the pool has the block back at once
+    let again = pool.buffer(4096, Stream::DEFAULT).unwrap();
+    assert_eq!(again.as_ptr(), p);
+}

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_test_support.hpp"
@@ -117,6 +119,46 @@ TEST_P(StreamOrdered, BuffersLiveAcrossManyStreams) {
     EXPECT_TRUE(device_holds(p, static_cast<unsigned char>(r + 1), kBytes / 4)) << "round " << r;
     mr->deallocate(p, kBytes / 4, 0, streams[r % 4]->value());
   }
+}
+
+// record_stream: memory used on a side stream (a memset held back by a gate)
+// and freed on A with that use recorded is not handed to A's next allocation
+// while the side stream's write is pending; a bounded resource, which has
+// nothing else, waits (the out-of-memory retry) until the side stream is done.
+TEST_P(StreamOrdered, RecordedStreamsHoldTheBlockUntilTheirWorkIsDone) {
+  Stream a, side;
+  core::ResourcePtr mr = GetParam().make();
+  Gate gate;
+  gate.block(side);
+  void* p = mr->allocate(kBytes, 0, a.value());
+  fill_async(p, 0xAB, kBytes, side);  // the use on the side stream, pending behind the gate
+  const core::stream_t uses[] = {side.value()};
+  mr->deallocate_after(p, kBytes, 0, a.value(), uses, 1);
+  std::thread opener;
+  if (GetParam().must_reuse) {
+    // The allocation below can only be served once the side stream is done.
+    opener = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      gate.open();
+    });
+  }
+  void* q = mr->allocate(kBytes, 0, a.value());
+  fill_async(q, 0xCD, kBytes, a);
+  if (GetParam().must_reuse) {
+    EXPECT_EQ(q, p) << "a bounded pool can only hand out the recorded block";
+    opener.join();
+  } else {
+    EXPECT_NE(q, p) << "the block was handed out while the side stream still wrote to it";
+  }
+  gate.open();
+  side.synchronize();
+  a.synchronize();
+  EXPECT_TRUE(device_holds(q, 0xCD, kBytes, a.value())) << "the side stream's late write clobbered the new owner's";
+  // Once the side stream is done, the block is free again (an allocation drains it).
+  void* r = mr->allocate(kBytes, 0, a.value());
+  EXPECT_EQ(mr->deferred_frees(), 0u);
+  mr->deallocate(r, kBytes, 0, a.value());
+  mr->deallocate(q, kBytes, 0, a.value());
 }
 
 std::vector<OrderedFactory> ordered_factories() {

@@ -90,6 +90,11 @@ class buffer : public detail::handle<buffer, detail::buffer_traits> {
   }
   /// Order later frees and copies on `stream`; the caller orders it after the old one.
   void set_stream(tether_stream_t stream) const { check(tether_buffer_set_stream(handle_, stream)); }
+  /// Mark the memory as used on `stream` too (PyTorch's record_stream): once the
+  /// buffer is freed, the memory is handed out again only after `stream` has
+  /// finished the work enqueued on it before the free. No-op for host memory.
+  /// See tether_buffer_record_stream.
+  void record_stream(tether_stream_t stream) const { check(tether_buffer_record_stream(handle_, stream)); }
   /// Copy `size` bytes of host memory `src` into the buffer at `offset`; returns when done.
   void copy_from_host(const void* src, std::size_t size, std::size_t offset = 0) const {
     check(tether_buffer_copy_from_host(handle_, offset, src, size));
