@@ -58,6 +58,42 @@ class RelaxedCaptureMode {
   bool ok_ = false;
 };
 
+// Events no one uses any more, per device, to hand out again instead of a
+// cuEventCreate/cuEventDestroy pair (about 1-2 us together): record_stream's
+// deferred frees and the pools' arenas take and give back events often. An
+// event belongs to the device's primary context, which tether never releases,
+// so a spare stays valid whichever resource made it. Re-recording a spare
+// replaces its old capture; a wait enqueued on it earlier keeps what it had.
+// Never destroyed (frees may come from static destructors at exit).
+class SpareEvents {
+ public:
+  CUevent take() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n_ == 0) return nullptr;
+    return events_[--n_];
+  }
+  // False when full (then the caller destroys the event).
+  bool put(CUevent e) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (n_ == kMax) return false;
+    events_[n_++] = e;
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kMax = 256;
+  std::mutex mutex_;
+  CUevent events_[kMax] = {};
+  std::size_t n_ = 0;
+};
+
+SpareEvents& spare_events(int device) {
+  static auto* spares = new std::unordered_map<int, SpareEvents>;
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  return (*spares)[device];
+}
+
 // Stream ordering on one device: the pool owns its events (one per stream
 // it has seen) and asks for them to be recorded and waited on. Every call
 // enters the device's primary context; none calls back into a pool.
@@ -78,6 +114,7 @@ class EventStreamOrder final : public StreamOrder {
   }
 
   event_t create_event() override {
+    if (CUevent e = spare_events(device_).take()) return e;
     const Driver& d = driver();
     ScopedContext ctx(device_);
     CUevent e = nullptr;
@@ -87,6 +124,7 @@ class EventStreamOrder final : public StreamOrder {
 
   void destroy_event(event_t event) noexcept override {
     if (event == nullptr || process_is_exiting()) return;
+    if (spare_events(device_).put(static_cast<CUevent>(event))) return;
     try {
       ScopedContext ctx(device_);
       (void)driver().EventDestroy(static_cast<CUevent>(event));
