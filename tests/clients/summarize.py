@@ -8,7 +8,10 @@ plugin's statistics) and WORKDIR/SUITE-MODE.meta (``seconds rc`` of the pytest
 run), and prints: the counts per suite and mode, the routing proof, and every
 test whose outcome differs between baseline and tether (tests that only one run
 reached, because a timeout stopped the other, are counted apart, not listed as
-differences).
+differences). Exits 1 (the verdict line says why) when a pytest run ended with a
+status that is no test outcome (0, 1, or 124 for the timeout), when a test that
+passes in the baseline fails or errors through tether, or when a tether run
+allocated nothing through tether.
 """
 
 from __future__ import annotations
@@ -59,6 +62,22 @@ def meta(path: str) -> str:
     return f"{seconds}s rc={rc}{note}"
 
 
+def run_rc(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().split()[1]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stats_totals(d: str) -> dict | None:
+    rows = []
+    for p in sorted(glob.glob(os.path.join(d, "stats-*.json"))):
+        with open(p) as f:
+            rows.append(json.load(f))
+    return {k: sum(r[k] for r in rows) for k in ("tests", "tests_routed", "total_count")} if rows else None
+
+
 def stats_line(d: str) -> str:
     rows = []
     for p in sorted(glob.glob(os.path.join(d, "stats-*.json"))):
@@ -73,7 +92,9 @@ def stats_line(d: str) -> str:
             f"held at the end: {s['current_count']} ({s['current_bytes']} bytes)")
 
 
-def summarize(work: str, suites: list[str], limit: int = 40) -> list[str]:
+def summarize(work: str, suites: list[str], limit: int = 40) -> tuple[list[str], list[str]]:
+    """The summary's lines, and the problems (empty: the verdict is ok)."""
+    problems: list[str] = []
     out = [f"{'suite':6} {'mode':9} " + " ".join(f"{o:>8}" for o in OUTCOMES) + f" {'total':>7}  run"]
     diffs = []
     for suite in suites:
@@ -85,6 +106,13 @@ def summarize(work: str, suites: list[str], limit: int = 40) -> list[str]:
             out.append(f"{suite:6} {mode:9} " + " ".join(f"{c:>8}" for c in counts) + f" {len(final):>7}  "
                        + meta(os.path.join(work, f"{suite}-{mode}.meta")))
         out.append(f"{suite:6} routing   " + stats_line(os.path.join(work, f"{suite}-tether-stats")))
+        for mode in ("baseline", "tether"):
+            rc = run_rc(os.path.join(work, f"{suite}-{mode}.meta"))
+            if rc not in ("0", "1", "124"):
+                problems.append(f"{suite} {mode}: pytest exit {rc} (not a test outcome: see {suite}-{mode}.log)")
+        tot = stats_totals(os.path.join(work, f"{suite}-tether-stats"))
+        if runs["tether"][0] and (tot is None or tot["total_count"] == 0):
+            problems.append(f"{suite}: the tether run allocated nothing through tether")
         (b, _), (t, twhy) = runs["baseline"], runs["tether"]
         both = sorted(set(b) & set(t))
         changed = [n for n in both if b[n] != t[n]]
@@ -93,20 +121,25 @@ def summarize(work: str, suites: list[str], limit: int = 40) -> list[str]:
         if only_b or only_t:
             head += f"; reached by one run only: {only_b} baseline, {only_t} tether"
         diffs.append(head)
+        worse = [n for n in changed if b[n] in ("passed", "xfailed") and t[n] in ("failed", "error")]
+        if worse:
+            problems.append(f"{suite}: {len(worse)} test(s) that pass in the baseline fail through tether")
         for n in changed[:limit]:
             reason = f"  [{twhy[n]}]" if n in twhy and twhy[n] else ""
             diffs.append(f"  {n}: {b[n]} -> {t[n]}{reason}")
         if len(changed) > limit:
             diffs.append(f"  ... and {len(changed) - limit} more (see the .jsonl files)")
-    return out + diffs
+    verdict = "verdict: ok" if not problems else "verdict: FAILED: " + "; ".join(problems)
+    return out + diffs + [verdict], problems
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
-    print("\n".join(summarize(argv[0], argv[1:])))
-    return 0
+    lines, problems = summarize(argv[0], argv[1:])
+    print("\n".join(lines))
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def test_record_and_summarize(tmp_path):
     run_suite(tmp_path, "tether", flip=True)
     proc = subprocess.run([sys.executable, str(CLIENTS / "summarize.py"), str(tmp_path), "s"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr     # a passing test fails, nothing routed
     lines = proc.stdout.splitlines()
     # passed failed skipped error xfailed xpassed total
     base = next(ln for ln in lines if ln.startswith("s      baseline")).split()
@@ -55,3 +55,6 @@ def test_record_and_summarize(tmp_path):
     assert "s: 1 test(s) differ baseline -> tether (of 8 run in both)" in proc.stdout, proc.stdout
     assert "test_s.py::test_flips: passed -> failed" in proc.stdout and "flipped" in proc.stdout, proc.stdout
     assert "no tether statistics written" in proc.stdout
+    verdict = lines[-1]
+    assert verdict.startswith("verdict: FAILED") and "1 test(s) that pass in the baseline fail" in verdict, verdict
+    assert "allocated nothing through tether" in verdict, verdict
