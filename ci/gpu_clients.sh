@@ -20,8 +20,8 @@
 #
 # usage: ci/gpu_clients.sh   (with tether importable, e.g. PYTHONPATH=$SITE as ci/gpu.sh sets it)
 #   PYTHON (python3); OUT (./build-gpu/logs); TETHER_CLIENTS_DIR (./.clients);
-#   TETHER_CLIENTS_SUITES ("rmm cupy"); TETHER_CLIENTS_WORKERS (pytest-xdist workers, 4; 0: none);
-#   TETHER_CLIENTS_RMM_SECONDS (75) / TETHER_CLIENTS_CUPY_SECONDS (120): the bound of one run;
+#   TETHER_CLIENTS_SUITES ("rmm cupy"); TETHER_CLIENTS_WORKERS (pytest-xdist workers, 8; 0: none);
+#   TETHER_CLIENTS_RMM_SECONDS (50) / TETHER_CLIENTS_CUPY_SECONDS (130): the bound of one run;
 #   TETHER_CLIENTS_RMM_TESTS / TETHER_CLIENTS_CUPY_TESTS: the test paths (defaults below);
 #   TETHER_CLIENTS_CUPY_SUBSAMPLE (1: CuPy's own CUPY_TEST_RANDOM_SUBSAMPLE with a fixed seed, so
 #   both runs pick the same tests; 0: every parametrization).
@@ -33,7 +33,7 @@ OUT=${OUT:-$ROOT/build-gpu/logs}
 CLIENTS=${TETHER_CLIENTS_DIR:-$ROOT/.clients}
 WORK=${TETHER_CLIENTS_WORK:-/tmp/tether-clients}
 SUITES=${TETHER_CLIENTS_SUITES:-rmm cupy}
-WORKERS=${TETHER_CLIENTS_WORKERS:-4}
+WORKERS=${TETHER_CLIENTS_WORKERS:-8}
 RMM_TESTS=${TETHER_CLIENTS_RMM_TESTS:-test_device_buffer.py test_cupy_integration.py test_rmm_pytorch.py test_allocations.py test_stream.py test_statistics.py test_lifecycle.py}
 CUPY_TESTS=${TETHER_CLIENTS_CUPY_TESTS:-tests/cupy_tests/core_tests/test_ndarray.py tests/cupy_tests/core_tests/test_ndarray_copy_and_view.py tests/cupy_tests/core_tests/test_ndarray_elementwise_op.py tests/cupy_tests/core_tests/test_ndarray_reduction.py tests/cupy_tests/core_tests/test_ndarray_indexing.py tests/cupy_tests/core_tests/test_ndarray_owndata.py tests/cupy_tests/core_tests/test_ndarray_cuda_array_interface.py tests/cupy_tests/manipulation_tests tests/cupy_tests/math_tests/test_arithmetic.py tests/cupy_tests/sorting_tests tests/cupy_tests/linalg_tests/test_product.py}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -56,7 +56,8 @@ for s in $CLIENTS/*/SOURCE.txt; do [ -f "$s" ] && echo "  $(basename "$(dirname 
 run() {
   local suite=$1 mode=$2 dir=$3 seconds=$4 plugin=$5 t0 rc
   shift 5
-  local plugins=(-p clients_record)
+  # no:benchmark: pytest-benchmark warns under xdist, and RMM's pytest settings make warnings errors
+  local plugins=(-p no:benchmark -p clients_record)
   [ -n "$plugin" ] && plugins+=(-p "$plugin")
   t0=$(date +%s)
   echo "--- $suite $mode: pytest ${plugins[*]} ${XDIST[*]} (at most ${seconds}s)"
@@ -81,9 +82,9 @@ for suite in $SUITES; do
         echo "gpu_clients: rmm not importable ($(tail -1 "$WORK/rmm-import.log")); rmm skipped"; continue
       fi
       # shellcheck disable=SC2086
-      run rmm baseline "$CLIENTS/rmm_tests" "${TETHER_CLIENTS_RMM_SECONDS:-75}" "" $RMM_TESTS
+      run rmm baseline "$CLIENTS/rmm_tests" "${TETHER_CLIENTS_RMM_SECONDS:-50}" "" $RMM_TESTS
       # shellcheck disable=SC2086
-      run rmm tether "$CLIENTS/rmm_tests" "${TETHER_CLIENTS_RMM_SECONDS:-75}" tether_rmm_plugin $RMM_TESTS
+      run rmm tether "$CLIENTS/rmm_tests" "${TETHER_CLIENTS_RMM_SECONDS:-50}" tether_rmm_plugin $RMM_TESTS
       ran+=(rmm)
       ;;
     cupy)
@@ -95,9 +96,9 @@ for suite in $SUITES; do
         export CUPY_TEST_RANDOM_SUBSAMPLE=1 _CUPY_TEST_SUBSAMPLE_SEED=${TETHER_CLIENTS_CUPY_SEED:-20}
       fi
       # shellcheck disable=SC2086
-      run cupy baseline "$CLIENTS/cupy_tests" "${TETHER_CLIENTS_CUPY_SECONDS:-120}" "" $CUPY_TESTS
+      run cupy baseline "$CLIENTS/cupy_tests" "${TETHER_CLIENTS_CUPY_SECONDS:-130}" "" $CUPY_TESTS
       # shellcheck disable=SC2086
-      run cupy tether "$CLIENTS/cupy_tests" "${TETHER_CLIENTS_CUPY_SECONDS:-120}" tether_cupy_plugin $CUPY_TESTS
+      run cupy tether "$CLIENTS/cupy_tests" "${TETHER_CLIENTS_CUPY_SECONDS:-130}" tether_cupy_plugin $CUPY_TESTS
       unset CUPY_TEST_RANDOM_SUBSAMPLE _CUPY_TEST_SUBSAMPLE_SEED
       ran+=(cupy)
       ;;

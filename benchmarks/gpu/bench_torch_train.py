@@ -28,14 +28,20 @@ used" is total minus free from torch.cuda.mem_get_info() at the end of the
 run, with the model, optimizer state and every allocator's cache still held
 (the CUDA context and cuBLAS workspaces are in every row alike).
 
+Attention runs on PyTorch's math path (matrix products and softmax): the
+fused kernels' backward passes accumulate with atomics, so even two runs of one
+allocator would differ in the last bits; with --repeats 2 or more the caching
+row's own "losses identical" says whether the runs are reproducible at all.
+
 A second table: the cost of ``t.record_stream(side); del t`` against ``del t``
-alone for a 1 MiB tensor (median ns over repetitions), per allocator.
+alone for a 1 MiB tensor (median ns over repetitions), per allocator (caching,
+tether, async), measured in the first round's first-size run after training.
 
 Targets against the caching allocator (tether row): step time <= 1.0x, device
 memory <= 1.05x, identical losses. Never fails on speed.
 
 usage: python bench_torch_train.py [--sizes small,medium] [--configs caching,async,tether,rmm]
-           [--steps 60] [--warmup 10] [--repeats 2] [--json FILE] [--selftest]
+           [--steps 40] [--warmup 8] [--repeats 2] [--json FILE] [--selftest]
 Exits 0 without a GPU or PyTorch (prints why). --selftest checks the
 orchestration (order, medians, comparison, table) and, where PyTorch is
 installed, one training step on the CPU; no GPU needed.
@@ -54,6 +60,7 @@ import time
 from typing import Any
 
 CONFIGS = ("caching", "async", "tether", "rmm")
+RECORD_CONFIGS = ("caching", "tether", "async")
 SIZES: dict[str, dict[str, int]] = {
     "small": {"d_model": 256, "nhead": 4, "layers": 4, "ffn": 1024, "batch": 32, "min_len": 32, "max_len": 256},
     "medium": {"d_model": 512, "nhead": 8, "layers": 6, "ffn": 2048, "batch": 32, "min_len": 64, "max_len": 512},
@@ -151,24 +158,34 @@ def train(size: str, steps: int, warmup: int, device: str) -> dict[str, Any]:
     return {"losses": losses, "times": times, "keep": (model, opt)}
 
 
-def worker(config: str, size: str, steps: int, warmup: int) -> dict[str, Any]:
+def worker(config: str, size: str, steps: int, warmup: int, record: tuple[int, int] | None) -> dict[str, Any]:
     import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     keep = install_allocator(config)
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = False
-    r = train(size, steps, warmup, "cuda")
+    # Attention as plain matrix products and softmax: the fused kernels' backward passes
+    # (memory-efficient attention) accumulate with atomics, so two runs of one allocator
+    # would already differ in the last bits. The math path also allocates more, and
+    # sizes that change with every sequence length: what this benchmark is about.
+    with sdpa_kernel(SDPBackend.MATH):
+        r = train(size, steps, warmup, "cuda")
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()
     backend = torch.cuda.memory.get_allocator_backend()
-    del r["keep"], keep
-    return {"config": config, "size": size, "backend": backend, "losses": r["losses"],
-            "step_s": statistics.median(r["times"]) if r["times"] else float("nan"),
-            "used_bytes": total - free}
+    del r["keep"]
+    out = {"config": config, "size": size, "backend": backend, "losses": r["losses"],
+           "step_s": statistics.median(r["times"]) if r["times"] else float("nan"),
+           "used_bytes": total - free}
+    if record is not None:
+        out["record_stream"] = record_stream_cost(*record)
+    del keep
+    return out
 
 
-def record_stream_worker(config: str, iters: int, reps: int) -> dict[str, Any]:
+def record_stream_cost(iters: int, reps: int) -> dict[str, float]:
+    """Median ns of (empty 1 MiB, del) and of (empty 1 MiB, record_stream(side), del)."""
     import torch
-    keep = install_allocator(config)
     side = torch.cuda.Stream()
     n = MiB
 
@@ -193,9 +210,7 @@ def record_stream_worker(config: str, iters: int, reps: int) -> dict[str, Any]:
             fn()
             out[name].append((time.perf_counter_ns() - t0) / iters)
             torch.cuda.synchronize()
-    del keep
-    return {"config": config, "backend": torch.cuda.memory.get_allocator_backend(),
-            "plain_ns": statistics.median(out["plain"]), "recorded_ns": statistics.median(out["recorded"])}
+    return {"plain_ns": statistics.median(out["plain"]), "recorded_ns": statistics.median(out["recorded"])}
 
 
 # ---- the orchestration: subprocesses, rounds, the tables ----------------------------------------
@@ -320,6 +335,7 @@ def selftest() -> int:
     assert "error" in rows[2], rows[2]
     print_table(rows)
     print_targets(rows)
+    print_record_stream([{"config": "caching", "plain_ns": 2000.0, "recorded_ns": 3500.0}, "not measured: x"])
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -338,8 +354,8 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="small,medium")
     ap.add_argument("--configs", default=",".join(CONFIGS))
-    ap.add_argument("--steps", type=int, default=60, help="training steps per run (default 60)")
-    ap.add_argument("--warmup", type=int, default=10, help="untimed steps at the start of each run (default 10)")
+    ap.add_argument("--steps", type=int, default=40, help="training steps per run (default 40)")
+    ap.add_argument("--warmup", type=int, default=8, help="untimed steps at the start of each run (default 8)")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each configuration (rounds; default 2)")
     ap.add_argument("--record-iters", type=int, default=20000)
     ap.add_argument("--record-reps", type=int, default=5)
@@ -347,15 +363,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "SIZE"), help=argparse.SUPPRESS)
-    ap.add_argument("--record-worker", metavar="CONFIG", help=argparse.SUPPRESS)
+    ap.add_argument("--record", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.selftest:
         return selftest()
     if a.worker:
-        print("RESULT " + json.dumps(worker(a.worker[0], a.worker[1], a.steps, a.warmup)))
-        return 0
-    if a.record_worker:
-        print("RESULT " + json.dumps(record_stream_worker(a.record_worker, a.record_iters, a.record_reps)))
+        record = (a.record_iters, a.record_reps) if a.record else None
+        print("RESULT " + json.dumps(worker(a.worker[0], a.worker[1], a.steps, a.warmup, record)))
         return 0
 
     try:
@@ -380,12 +394,19 @@ def main(argv: list[str]) -> int:
     print(f"bench_torch_train: {a.steps} steps ({a.warmup} untimed), {a.repeats} round(s), "
           f"sizes {', '.join(sizes)}, torch {torch.__version__}")
     all_rows = []
+    rs: list[Any] = []
     for size in sizes:
         runs: dict[str, list[Any]] = {c: [] for c in configs}
         for rnd in range(a.repeats):
             for c in round_order(configs, rnd):
-                r = run_child(["--worker", c, size, "--steps", str(a.steps), "--warmup", str(a.warmup)], c, a.timeout)
+                # the first round of the first size also measures record_stream, after its training
+                extra = ["--record", "--record-iters", str(a.record_iters), "--record-reps", str(a.record_reps)] \
+                    if rnd == 0 and size == sizes[0] and c in RECORD_CONFIGS else []
+                r = run_child(["--worker", c, size, "--steps", str(a.steps), "--warmup", str(a.warmup), *extra],
+                              c, a.timeout)
                 runs[c].append(r)
+                if extra:
+                    rs.append({"config": c, **r["record_stream"]} if isinstance(r, dict) else r)
                 desc = r if isinstance(r, str) else f"{r['step_s'] * 1e3:.2f} ms/step, {r['used_bytes'] / MiB:.0f} MiB"
                 print(f"  round {rnd + 1} {size:6} {c:8} {desc}", flush=True)
         rows = summarize(size, configs, runs)
@@ -395,11 +416,9 @@ def main(argv: list[str]) -> int:
                 shown = ", ".join(f"{x:.6f}" for x in losses[c][0][:3])
                 print(f"  losses {size} {c}: {shown}, ... last {losses[c][0][-1]:.9g}")
         all_rows.extend(rows)
-    print(f"bench_torch_train: median step time over runs (each the median of its timed steps), device used at the end")
+    print("bench_torch_train: median step time over runs (each the median of its timed steps), device used at the end")
     print_table(all_rows)
     print_targets(all_rows)
-    rs = [run_child(["--record-worker", c, "--record-iters", str(a.record_iters), "--record-reps", str(a.record_reps)],
-                    c, a.timeout) for c in ("caching", "tether", "async")]
     print_record_stream(rs)
     print(f"bench_torch_train: {time.perf_counter() - t_start:.0f} s")
     if a.json:
