@@ -3,7 +3,12 @@
 #   1. configure + build (Release, tests and benchmarks on)      -> $OUT/build.log
 #   2. ctest: everything, the GPU tests (label gpu) included      -> $OUT/ctest.log
 #   3. pip install the package, pytest tests/python (GPU too)     -> $OUT/pytest.log
-#   4. the GPU benchmarks (C and Python)                          -> $OUT/bench.log
+#   4. the GPU benchmarks (C and Python; bench_torch_train.py too) -> $OUT/bench.log
+#   5. peer: the peers' C++ allocator table (.bench)              -> $OUT/peer.log
+#   6. clients: the peers' own test suites through tether (ci/gpu_clients.sh: RMM's Python tests with
+#      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
+#      run; test files carried in .clients/, see docs/clients.rst) -> $OUT/clients.log,
+#      $OUT/clients-summary.txt, $OUT/clients-logs.tar.gz
 # plus $OUT/env.log (what the machine has) and $OUT/summary.log.
 # Every step runs even when an earlier one failed, so all logs come back; the
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
@@ -13,9 +18,11 @@
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
 #        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size;
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
-#        harness runs last, bounded by TETHER_PEER_SECONDS; TETHER_GPU_STEPS: which of
-#        "build ctest pytest bench peer" to run, default all - e.g. TETHER_GPU_STEPS=peer for the
-#        peer table alone; the package is installed whenever pytest, bench or peer runs)
+#        harness runs, bounded by TETHER_PEER_SECONDS; with .clients, the clients step (about 6
+#        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
+#        bench_torch_train.py; TETHER_GPU_STEPS: which of "build ctest pytest bench peer clients" to
+#        run, default all - e.g. TETHER_GPU_STEPS=peer for the peer table alone,
+#        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -28,7 +35,7 @@ mkdir -p "$OUT" "$BUILD"
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-STEPS=" ${TETHER_GPU_STEPS:-build ctest pytest bench peer} "
+STEPS=" ${TETHER_GPU_STEPS:-build ctest pytest bench peer clients} "
 want() { [[ $STEPS == *" $1 "* ]]; }
 
 declare -a SUMMARY=()
@@ -191,6 +198,9 @@ if [ "$PY_OK" = 1 ]; then
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
   step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
     timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
+  # shellcheck disable=SC2086
+  step "bench_torch_train.py (transformer, a new sequence length each step: caching, cudaMallocAsync, tether, RMM)" \
+    "$OUT/bench.log" timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_torch_train.py" ${TETHER_TRAIN_ARGS:-}
 else
   SUMMARY+=("SKIPPED      bench_python.py, bench_hooks.py (the package did not install)")
 fi
@@ -203,6 +213,18 @@ if want peer && [ -d "$ROOT/.bench" ] && [ "$PY_OK" = 1 ]; then
     'B=/tmp/peer_build; mkdir -p $B; SITE=/tmp/site TETHER_SITE=$TETHER_SITE PYTHON='"$PY"' timeout 150 bash '"$ROOT"'/.bench/build_cpp.sh $B/cpp_alloc_bench && LD_LIBRARY_PATH=/tmp/site/librmm/lib64:/tmp/site/rapids_logger/lib64 timeout ${TETHER_PEER_SECONDS:-200} $B/cpp_alloc_bench --threads 4,8'
 fi
 
+# The peers' own test suites through tether, each beside a baseline run (.clients carried).
+if ! want clients; then
+  :
+elif [ ! -d "$ROOT/.clients" ]; then
+  SUMMARY+=("SKIPPED      clients (no .clients folder with the peers' test files)")
+elif [ "$PY_OK" = 1 ]; then
+  step "clients (RMM's and CuPy's own tests: baseline vs through tether)" "$OUT/clients.log" \
+    env OUT="$OUT" PYTHON="$PY" timeout 480 bash "$ROOT/ci/gpu_clients.sh"
+else
+  SUMMARY+=("SKIPPED      clients (the package did not install)")
+fi
+
 # ---- summary ------------------------------------------------------------------------------------
 {
   echo "ci/gpu.sh: $(($(date +%s) - START))s on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
@@ -210,7 +232,9 @@ fi
   [ -f "$OUT/ctest-summary.tmp" ] && cat "$OUT/ctest-summary.tmp"
   grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
-  grep -E "target \(issue 13\)|target <=|^ratio " "$OUT/bench.log" | sed 's/^/    /'
+  grep -E "target \(issue 1[3]\)|target \(issue 20\)|target <=|^ratio " "$OUT/bench.log" | sed 's/^/    /'
+  [ -f "$OUT/clients-summary.txt" ] &&
+    grep -E "^(rmm|cupy) +(baseline|tether) |differ baseline|^verdict" "$OUT/clients-summary.txt" | sed 's/^/    clients: /'
   echo "logs: $OUT"
   [ $FAILED = 0 ] && echo "result: all steps passed" || echo "result: FAILED"
 } | tee "$OUT/summary.log"
