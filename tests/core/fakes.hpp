@@ -97,7 +97,8 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   void used(const void* p, std::size_t n, core::stream_t stream) {
     std::lock_guard<std::mutex> l(m_);
     const auto a = reinterpret_cast<std::uintptr_t>(p);
-    uses_.push_back(Use{a, a + n, stream, ++clock_[stream][stream]});
+    uses_.emplace(a, Use{a, a + n, stream, ++clock_[stream][stream]});
+    longest_use_ = std::max(longest_use_, n);
   }
   // The work enqueued on `stream` so far has finished (and what it waited for).
   void complete(core::stream_t stream) {
@@ -220,16 +221,19 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   }
 
   void check(std::uintptr_t begin, std::uintptr_t end, core::stream_t stream) {
-    for (auto u = uses_.begin(); u != uses_.end();) {
-      if (u->end <= begin || u->begin >= end) {
-        ++u;
+    // Uses are indexed by where they begin; none is longer than longest_use_.
+    for (auto it = uses_.lower_bound(begin > longest_use_ ? begin - longest_use_ : 0);
+         it != uses_.end() && it->first < end;) {
+      const Use& u = it->second;
+      if (u.end <= begin) {
+        ++it;
         continue;
       }
-      if (u->stream != stream) {
+      if (u.stream != stream) {
         ++cross_stream_reuses_;
-        if (std::max(clock_[stream][u->stream], global_[u->stream]) < u->tick) ++violations_;
+        if (std::max(clock_[stream][u.stream], global_[u.stream]) < u.tick) ++violations_;
       }
-      u = uses_.erase(u);  // handed out again: a new life starts
+      it = uses_.erase(it);  // handed out again: a new life starts
     }
     for (auto it = first_overlap(begin); it != stamps_.end() && it->first < end; ++it) {
       if (it->second.end <= begin || it->second.stream == stream) continue;
@@ -272,7 +276,8 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     core::stream_t stream;
     std::uint64_t tick;
   };
-  std::vector<Use> uses_;
+  std::multimap<std::uintptr_t, Use> uses_;  // by begin
+  std::size_t longest_use_ = 0;
   std::size_t queries_ = 0, event_syncs_ = 0;
   std::atomic<bool> fail_records_{false}, fail_queries_{false};
   struct Event {
