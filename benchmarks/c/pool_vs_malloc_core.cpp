@@ -116,6 +116,8 @@ class FreeEventsUpstream final : public core::Resource, private core::StreamOrde
   void destroy_event(event_t) noexcept override {}
   void record_event(event_t, core::stream_t) override {}
   void wait_event(core::stream_t, event_t) override {}
+  bool event_done(event_t) override { return true; }
+  void synchronize_event(event_t) override {}
   core::ResourcePtr host_;
 };
 

@@ -68,6 +68,9 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(EventCreate, (CUevent*, unsigned))                                        \
   X(EventDestroy, (CUevent))                                                  \
   X(EventRecord, (CUevent, CUstream))                                         \
+  X(EventQuery, (CUevent))                                                    \
+  X(EventSynchronize, (CUevent))                                              \
+  X(ThreadExchangeStreamCaptureMode, (CUstreamCaptureMode*))                  \
   X(DeviceGetDefaultMemPool, (CUmemoryPool*, CUdevice))                       \
   X(MemPoolCreate, (CUmemoryPool*, const CUmemPoolProps*))                    \
   X(MemPoolDestroy, (CUmemoryPool))                                           \

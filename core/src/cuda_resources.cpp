@@ -37,6 +37,27 @@ constexpr std::size_t kNativeAlignment = 256;
 
 std::string bytes_detail(std::size_t bytes) { return " allocating " + std::to_string(bytes) + " bytes"; }
 
+// The calling thread's stream-capture mode set to relaxed for one scope
+// (cuThreadExchangeStreamCaptureMode), then put back: what lets a query or a
+// wait on an event outside a graph run while a graph is captured.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const Driver& d) noexcept : d_(d) {
+    mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    ok_ = d_.ThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (ok_) (void)d_.ThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const Driver& d_;
+  CUstreamCaptureMode mode_;
+  bool ok_ = false;
+};
+
 // Stream ordering on one device: the pool owns its events (one per stream
 // it has seen) and asks for them to be recorded and waited on. Every call
 // enters the device's primary context; none calls back into a pool.
@@ -84,6 +105,25 @@ class EventStreamOrder final : public StreamOrder {
     const Driver& d = driver();
     ScopedContext ctx(device_);
     check(d.StreamWaitEvent(as_stream(waiter), static_cast<CUevent>(event), 0), "cuStreamWaitEvent", device_);
+  }
+
+  bool event_done(event_t event) override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    // A query is a "potentially unsafe" call while any thread captures a CUDA
+    // graph in global mode; in relaxed mode it is allowed and breaks no capture.
+    RelaxedCaptureMode relaxed(d);
+    const CUresult r = d.EventQuery(static_cast<CUevent>(event));
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    check(r, "cuEventQuery", device_);
+    return true;
+  }
+
+  void synchronize_event(event_t event) override {
+    const Driver& d = driver();
+    ScopedContext ctx(device_);
+    RelaxedCaptureMode relaxed(d);
+    check(d.EventSynchronize(static_cast<CUevent>(event)), "cuEventSynchronize", device_);
   }
 
  private:

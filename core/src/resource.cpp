@@ -2,8 +2,15 @@
 // every resource, so subclasses only ever see well-formed requests.
 #include "tether_core/resource.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "tether_core/process.hpp"
 
 namespace tether::core {
 
@@ -118,7 +125,14 @@ void* Resource::allocate_as(owner_t owner, std::size_t bytes, std::size_t alignm
   alignment = checked_alignment(alignment);
   if (bytes == 0) return nullptr;
   check_request(bytes);
-  void* p = do_allocate_for(owner, bytes, alignment, stream);
+  if (deferred_count_.load(std::memory_order_relaxed) != 0) poll_deferred(stream);
+  void* p;
+  try {
+    p = do_allocate_for(owner, bytes, alignment, stream);
+  } catch (const OutOfMemory&) {
+    if (deferred_count_.load(std::memory_order_relaxed) == 0) throw;
+    return allocate_after_draining(owner, bytes, alignment, stream);
+  }
   count_allocation(owner, bytes);
   return p;
 }
@@ -147,6 +161,255 @@ void* Resource::allocate_for(owner_t owner, std::size_t bytes, std::size_t align
 void Resource::deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
   if (owner == kCaller) throw_bad_owner();
   deallocate_as(owner, ptr, bytes, alignment, stream);
+}
+
+// ---- Deferred frees (deallocate_after) ---------------------------------------------
+//
+// A block freed with uses on other streams waits here with one event per
+// stream: events[0] on the stream it was freed on, the rest on the uses. It
+// is freed into the resource (do_deallocate_for, on a live stream: the one
+// that asks for memory now, or 0) once every event is complete; a block
+// freed onto the very stream it was freed on needs only the uses' events
+// (stream order covers the rest). The list keeps its resource alive while
+// it is not empty, and is then entered in a process-wide registry, so that
+// other resources' calls drain it even after the user released it. Spare
+// events are destroyed when the list empties: by then the resource may be
+// destroyed, and with it the StreamOrder (owned by an upstream) they belong to.
+
+namespace {
+
+// How many waiting blocks one allocation examines (the oldest first).
+constexpr std::size_t kDeferredScan = 8;
+
+std::mutex g_deferred_mutex;
+std::vector<Resource*> g_deferred_resources;  // one entry per non-empty list with a keepalive
+
+void register_deferred(Resource* r) {
+  std::lock_guard<std::mutex> lock(g_deferred_mutex);
+  g_deferred_resources.push_back(r);
+}
+
+void unregister_deferred(Resource* r, bool all) noexcept {
+  std::lock_guard<std::mutex> lock(g_deferred_mutex);
+  auto& v = g_deferred_resources;
+  if (all) {
+    v.erase(std::remove(v.begin(), v.end(), r), v.end());
+  } else if (auto it = std::find(v.begin(), v.end(), r); it != v.end()) {
+    v.erase(it);
+  }
+}
+
+}  // namespace
+
+struct Resource::DeferredFrees {
+  struct Entry {
+    void* ptr;
+    std::size_t bytes;
+    std::size_t alignment;
+    stream_t stream;                          // freed on
+    std::vector<StreamOrder::event_t> events;  // [0] on `stream`, then one per use
+    std::size_t next = 1;                      // events[1..next) are known complete
+    bool own_done = false;                     // events[0] is known complete
+  };
+
+  explicit DeferredFrees(StreamOrder* o) noexcept : order(o) {}
+
+  // Whether e may be freed onto stream `on` now (wait: block until it may).
+  bool ready(Entry& e, stream_t on, bool wait) {
+    if (!e.own_done && on != e.stream) {
+      if (wait) {
+        order->synchronize_event(e.events[0]);
+      } else if (!order->event_done(e.events[0])) {
+        return false;
+      }
+      e.own_done = true;
+    }
+    for (; e.next < e.events.size(); ++e.next) {
+      if (wait) {
+        order->synchronize_event(e.events[e.next]);
+      } else if (!order->event_done(e.events[e.next])) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  StreamOrder* const order;
+  std::mutex mutex;
+  std::vector<Entry> entries;                // oldest first
+  std::vector<StreamOrder::event_t> spares;  // recorded-and-done events, to record again
+  std::shared_ptr<Resource> keepalive;       // while entries is not empty
+};
+
+Resource::~Resource() {
+  DeferredFrees* d = deferred_.load(std::memory_order_acquire);
+  if (d == nullptr) return;
+  unregister_deferred(this, true);
+  // Blocks still waiting here (a resource not owned by a shared_ptr, or the
+  // process is exiting) are leaked with their events: the subclass, and the
+  // StreamOrder they belong to, may be gone.
+  delete d;
+}
+
+Resource::DeferredFrees* Resource::deferred_list() {
+  DeferredFrees* d = deferred_.load(std::memory_order_acquire);
+  if (d != nullptr) return d;
+  auto fresh = std::make_unique<DeferredFrees>(stream_order());
+  if (deferred_.compare_exchange_strong(d, fresh.get(), std::memory_order_acq_rel)) return fresh.release();
+  return d;  // another thread's
+}
+
+std::size_t Resource::deferred_frees() const noexcept { return deferred_count_.load(std::memory_order_relaxed); }
+
+void Resource::deallocate_after(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream,
+                                const stream_t* uses, std::size_t n_uses) {
+  if (ptr == nullptr && bytes == 0) return;
+  check_free(ptr, bytes);
+  alignment = checked_alignment(alignment);
+  if (n_uses != 0 && uses == nullptr) throw_invalid_argument("deallocate_after: uses is NULL with a count");
+  StreamOrder* order = stream_order();
+  std::vector<stream_t> others;
+  if (order != nullptr) {
+    for (std::size_t i = 0; i < n_uses; ++i)
+      if (uses[i] != stream && std::find(others.begin(), others.end(), uses[i]) == others.end())
+        others.push_back(uses[i]);
+  }
+  if (others.empty()) return deallocate_as(kCaller, ptr, bytes, alignment, stream);
+
+  DeferredFrees& d = *deferred_list();
+  DeferredFrees::Entry e{ptr, bytes, alignment, stream, {}};
+  const std::size_t n_events = others.size() + 1;
+  try {
+    e.events.reserve(n_events);
+    {
+      std::lock_guard<std::mutex> lock(d.mutex);
+      while (e.events.size() < n_events && !d.spares.empty()) {
+        e.events.push_back(d.spares.back());
+        d.spares.pop_back();
+      }
+    }
+    while (e.events.size() < n_events) e.events.push_back(d.order->create_event());
+    d.order->record_event(e.events[0], stream);
+    for (std::size_t i = 0; i < others.size(); ++i) d.order->record_event(e.events[i + 1], others[i]);
+  } catch (...) {
+    for (StreamOrder::event_t ev : e.events) d.order->destroy_event(ev);
+    // No event to defer on: order the free by waiting for the whole device
+    // (the fault path may block). If even that fails, the memory is kept.
+    d.order->synchronize_device();
+    return deallocate_as(kCaller, ptr, bytes, alignment, stream);
+  }
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.entries.push_back(std::move(e));  // strong guarantee: on bad_alloc nothing changed, the events leak
+    if (d.entries.size() == 1) {
+      d.keepalive = weak_from_this().lock();  // empty for a resource no shared_ptr owns
+      first = d.keepalive != nullptr;
+    }
+    deferred_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (first) {
+    try {
+      register_deferred(this);
+    } catch (...) {
+      // Not entered in the registry: only this resource's own calls drain it.
+    }
+  }
+  // Let blocks waiting elsewhere go too (never blocks).
+  (void)finish_all_deferred_frees(false);
+}
+
+std::size_t Resource::finish_deferred_frees(bool wait) { return drain_deferred(0, wait); }
+
+void Resource::poll_deferred(stream_t stream) noexcept {
+  try {
+    (void)drain_deferred(stream, false);
+  } catch (...) {
+    // A failed query: the blocks keep waiting; the allocation goes on.
+  }
+}
+
+void* Resource::allocate_after_draining(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  // Out of memory with frees waiting: wait for their streams (this path may
+  // block), free them onto this stream, and try once more.
+  (void)drain_deferred(stream, true);
+  void* p = do_allocate_for(owner, bytes, alignment, stream);
+  count_allocation(owner, bytes);
+  return p;
+}
+
+std::size_t finish_all_deferred_frees(bool wait) noexcept {
+  std::vector<ResourcePtr> pending;
+  try {
+    std::lock_guard<std::mutex> lock(g_deferred_mutex);
+    pending.reserve(g_deferred_resources.size());
+    for (Resource* r : g_deferred_resources)
+      if (ResourcePtr p = r->weak_from_this().lock()) pending.push_back(std::move(p));
+  } catch (...) {
+    return 0;
+  }
+  std::size_t n = 0;
+  for (const ResourcePtr& r : pending) {
+    try {
+      n += r->finish_deferred_frees(wait);
+    } catch (...) {
+      // That resource's blocks keep waiting.
+    }
+  }
+  return n;
+}
+
+std::size_t Resource::drain_deferred(stream_t on, bool wait) {
+  DeferredFrees* d = deferred_.load(std::memory_order_acquire);
+  if (d == nullptr || deferred_count_.load(std::memory_order_relaxed) == 0 || process_is_exiting()) return 0;
+  std::vector<DeferredFrees::Entry> ready;
+  std::vector<StreamOrder::event_t> dead_spares;
+  std::shared_ptr<Resource> keepalive;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(d->mutex);
+    std::size_t kept = 0, scanned = 0;
+    auto& v = d->entries;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      bool go = false;
+      if (!error && (wait || scanned < kDeferredScan)) {
+        ++scanned;
+        try {
+          go = d->ready(v[i], on, wait);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      if (go) {
+        ready.push_back(std::move(v[i]));
+      } else {
+        if (kept != i) v[kept] = std::move(v[i]);
+        ++kept;
+      }
+    }
+    v.erase(v.begin() + static_cast<std::ptrdiff_t>(kept), v.end());
+    for (auto& r : ready)
+      for (StreamOrder::event_t ev : r.events) d->spares.push_back(ev);
+    deferred_count_.fetch_sub(ready.size(), std::memory_order_relaxed);
+    if (v.empty()) {
+      dead_spares.swap(d->spares);
+      keepalive = std::move(d->keepalive);
+    }
+  }
+  if (keepalive) unregister_deferred(this, false);
+  for (StreamOrder::event_t ev : dead_spares) d->order->destroy_event(ev);
+  for (auto& r : ready) {
+    try {
+      do_deallocate_for(kCaller, r.ptr, r.bytes, r.alignment, on);
+      count_free(kCaller, r.bytes);
+    } catch (...) {
+      // The block cannot be given back (the resource refused it): it is lost.
+    }
+  }
+  const std::size_t n = ready.size();
+  keepalive.reset();  // may destroy *this: nothing below touches it
+  if (error) std::rethrow_exception(error);
+  return n;
 }
 
 }  // namespace tether::core

@@ -90,6 +90,35 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     return device_syncs_;
   }
   std::size_t violations() const { return violations_; }
+
+  // record_stream's model. The test used [p, p+n) on `stream` (a kernel read
+  // it there): handing any of it out on another stream before that stream
+  // has seen this use (an event wait, or complete()) is a violation.
+  void used(const void* p, std::size_t n, core::stream_t stream) {
+    std::lock_guard<std::mutex> l(m_);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    uses_.push_back(Use{a, a + n, stream, ++clock_[stream][stream]});
+  }
+  // The work enqueued on `stream` so far has finished (and what it waited for).
+  void complete(core::stream_t stream) {
+    std::lock_guard<std::mutex> l(m_);
+    for (const auto& [t, tick] : clock_[stream]) global_[t] = std::max(global_[t], tick);
+  }
+  // Event queries (event_done) and host waits on events (synchronize_event) so far.
+  std::size_t event_queries() const {
+    std::lock_guard<std::mutex> l(m_);
+    return queries_;
+  }
+  std::size_t event_syncs() const {
+    std::lock_guard<std::mutex> l(m_);
+    return event_syncs_;
+  }
+  void fail_event_records(bool on) { fail_records_ = on; }
+  void fail_event_queries(bool on) { fail_queries_ = on; }
+  std::size_t events_created() const {
+    std::lock_guard<std::mutex> l(m_);
+    return events_.size();
+  }
   std::size_t cross_stream_reuses() const { return cross_stream_reuses_; }
 
   // The caller freed [p, p+n) on `stream`: work on `stream` up to now used it.
@@ -153,6 +182,7 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   // The event captures what `stream` has seen so far.
   void record_event(event_t e, core::stream_t stream) override {
     std::lock_guard<std::mutex> l(m_);
+    if (fail_records_) throw core::Error(TETHER_ERROR_CUDA, "ordered: record failed (injected)");
     Event& ev = events_.at(reinterpret_cast<std::size_t>(e) - 1);
     ev.stream = stream;
     ev.seen = clock_[stream];
@@ -165,6 +195,22 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     waits_.emplace_back(waiter, ev.stream);
     for (const auto& [s, t] : ev.seen) clock_[waiter][s] = std::max(clock_[waiter][s], t);
   }
+  // Done once the work of its stream up to its recording is (complete()).
+  bool event_done(event_t e) override {
+    std::lock_guard<std::mutex> l(m_);
+    ++queries_;
+    if (fail_queries_) throw core::Error(TETHER_ERROR_CUDA, "ordered: query failed (injected)");
+    const Event& ev = events_.at(reinterpret_cast<std::size_t>(e) - 1);
+    const auto it = ev.seen.find(ev.stream);
+    return it == ev.seen.end() || global_[ev.stream] >= it->second;
+  }
+  // Everything the event captured is done, as if the host had waited for it.
+  void synchronize_event(event_t e) override {
+    std::lock_guard<std::mutex> l(m_);
+    ++event_syncs_;
+    const Event& ev = events_.at(reinterpret_cast<std::size_t>(e) - 1);
+    for (const auto& [t, tick] : ev.seen) global_[t] = std::max(global_[t], tick);
+  }
   // Everything enqueued anywhere so far is done: every stream, present or future, has seen it.
   void synchronize_device() override {
     std::lock_guard<std::mutex> l(m_);
@@ -174,6 +220,17 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   }
 
   void check(std::uintptr_t begin, std::uintptr_t end, core::stream_t stream) {
+    for (auto u = uses_.begin(); u != uses_.end();) {
+      if (u->end <= begin || u->begin >= end) {
+        ++u;
+        continue;
+      }
+      if (u->stream != stream) {
+        ++cross_stream_reuses_;
+        if (std::max(clock_[stream][u->stream], global_[u->stream]) < u->tick) ++violations_;
+      }
+      u = uses_.erase(u);  // handed out again: a new life starts
+    }
     for (auto it = first_overlap(begin); it != stamps_.end() && it->first < end; ++it) {
       if (it->second.end <= begin || it->second.stream == stream) continue;
       ++cross_stream_reuses_;
@@ -210,6 +267,14 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
   std::map<core::stream_t, std::uint64_t> global_;                           // seen by all (device syncs)
   std::map<std::uintptr_t, Stamp> stamps_;                                    // freed ranges, disjoint
   std::map<void*, std::pair<std::size_t, std::size_t>> live_;                 // size and alignment
+  struct Use {
+    std::uintptr_t begin, end;
+    core::stream_t stream;
+    std::uint64_t tick;
+  };
+  std::vector<Use> uses_;
+  std::size_t queries_ = 0, event_syncs_ = 0;
+  std::atomic<bool> fail_records_{false}, fail_queries_{false};
   struct Event {
     core::stream_t stream = 0;
     std::map<core::stream_t, std::uint64_t> seen;

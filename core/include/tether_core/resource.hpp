@@ -69,6 +69,12 @@ class StreamOrder {
   // Make future work on `waiter` wait for what `event` captured. Never blocks
   // the host. Called with the pool's lock held.
   virtual void wait_event(stream_t waiter, event_t event) = 0;
+  // Whether the work `event` captured is done (cuEventQuery). Never blocks the
+  // host; legal while another thread captures a CUDA graph (the query runs in
+  // relaxed capture mode). Throws for a failed query.
+  virtual bool event_done(event_t event) = 0;
+  // Block the host until the work `event` captured is done (cuEventSynchronize).
+  virtual void synchronize_event(event_t event) = 0;
 };
 
 // Who holds an allocation: kCaller (0) for a caller of allocate(), else the
@@ -76,10 +82,10 @@ class StreamOrder {
 using owner_t = std::uint64_t;
 inline constexpr owner_t kCaller = 0;
 
-class Resource {
+class Resource : public std::enable_shared_from_this<Resource> {
  public:
   explicit Resource(Properties p) noexcept;
-  virtual ~Resource() = default;
+  virtual ~Resource();
   Resource(const Resource&) = delete;
   Resource& operator=(const Resource&) = delete;
 
@@ -89,6 +95,39 @@ class Resource {
   // nullptr with size 0 is a no-op. Throws Error(INVALID_ARGUMENT) for
   // nullptr with a size, a pointer with size 0, or what the subclass rejects.
   void deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
+  // Free memory that was also used on other streams (record_stream). `uses`:
+  // the other streams it was used on, alive at this call (duplicates, `stream`
+  // itself and 0 are allowed). The memory is handed out again, on any stream,
+  // only once the work enqueued before this call on `stream` and on every use
+  // is done: an event is recorded on each, and the free itself is deferred
+  // until they are complete (see "Deferred frees" below). Never blocks the
+  // host. Without stream_order() (host memory), or when every use is `stream`
+  // itself, it is deallocate(). The caller vouches for ptr/bytes/alignment
+  // (buffers and hooks free only what they were handed), so a bad free is
+  // caught now only where deallocate() would catch it without touching the
+  // resource's records; INVALID_ARGUMENT for NULL, size 0 or a bad alignment.
+  // If an event cannot be recorded, the device is synchronised and the memory
+  // freed at once (the fault path may block; the common path never does).
+  void deallocate_after(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream, const stream_t* uses,
+                        std::size_t n_uses);
+
+  // Deferred frees. Memory freed with deallocate_after() waits in its
+  // resource, still counted as outstanding, until its events are complete.
+  // Each allocate() of the resource first frees, on its own stream, every
+  // waiting block whose events are complete (no host wait), and on
+  // OutOfMemory waits for all of them and tries once more. A resource with
+  // waiting frees is kept alive by them (a user may release it meanwhile) and
+  // is also drained by deallocate_after() and finish_all_deferred_frees()
+  // calls on any resource.
+  //
+  // Free the waiting blocks whose events are complete (wait = false), or all
+  // of them, blocking the host until their events are (wait = true). Returns
+  // how many were freed. Throws what the StreamOrder throws (then the blocks
+  // not freed keep waiting).
+  std::size_t finish_deferred_frees(bool wait);
+  // How many frees are waiting in this resource.
+  std::size_t deferred_frees() const noexcept;
+
   // The same for a dependent resource whose id() is `owner` (never kCaller):
   // memory taken this way is refused to deallocate() and to any other owner.
   void* allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
@@ -143,6 +182,14 @@ class Resource {
   }
 
  private:
+  struct DeferredFrees;  // resource.cpp
+  DeferredFrees* deferred_list();  // created at the first deallocate_after() that defers
+  // allocate_as()'s slow paths: drain the waiting frees first, or after OutOfMemory.
+  void poll_deferred(stream_t stream) noexcept;
+  // Free the waiting blocks that are ready (all of them, waiting, with `wait`) onto stream `on`.
+  std::size_t drain_deferred(stream_t on, bool wait);
+  void* allocate_after_draining(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
+
   // The one path of allocate()/allocate_for() and deallocate()/deallocate_for().
   void* allocate_as(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
   void deallocate_as(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream);
@@ -165,7 +212,16 @@ class Resource {
   // What dependents hold (allocate_for): chunk-sized, rare, one line suffices.
   std::atomic<std::int64_t> dependent_count_{0};
   std::atomic<std::int64_t> dependent_bytes_{0};
+  // Frees waiting for their streams (deallocate_after): how many, and the list.
+  std::atomic<std::size_t> deferred_count_{0};
+  std::atomic<DeferredFrees*> deferred_{nullptr};
 };
+
+// Drain every resource's deferred frees (Resource::finish_deferred_frees):
+// those whose events are complete (wait = false), or all (wait = true, which
+// blocks the host). What trim and empty-cache calls do first. Returns how
+// many were freed; failures are swallowed (those blocks keep waiting).
+std::size_t finish_all_deferred_frees(bool wait) noexcept;
 
 using ResourcePtr = std::shared_ptr<Resource>;
 
