@@ -230,7 +230,10 @@ void record(Hooks& h, void* got, Origin origin, core::Resource& core, std::size_
 }
 
 // tether_torch_empty_cache: trim what PyTorch's memory comes from. Never throws.
+// As PyTorch's emptyCache waits for the events of blocks freed after
+// record_stream, the frees waiting for their streams are finished first.
 void trim_all(Hooks& h) noexcept {
+  core::finish_all_deferred_frees(true);
   for (int i = 0; i < TETHER_TORCH_BOUND_SLOTS; ++i) {
     if (!h.bound[i].load(std::memory_order_acquire) || !h.slots[i].core) continue;
     try {
@@ -429,12 +432,8 @@ TETHER_API void tether_torch_deallocate(void* ptr, size_t size, int device, void
     if (origin->device_memory && core::process_is_exiting()) return;
     const auto s = reinterpret_cast<tether_stream_t>(stream);
     auto free_into = [&](core::Resource& r) {
-      if (origin->uses.size() == 0) {
-        r.deallocate(ptr, origin->size, 0, s);
-      } else {
-        // TODO(deallocate_after): switch to the core call once it lands on main.
-        r.deallocate(ptr, origin->size, 0, s);
-      }
+      if (origin->uses.size() == 0) r.deallocate(ptr, origin->size, 0, s);
+      else r.deallocate_after(ptr, origin->size, 0, s, origin->uses.data(), origin->uses.size());
     };
     // Each alive: held by the origin (graph pool, handle) or by its slot (bound core).
     if (origin->graph) return free_into(*origin->graph->pool);

@@ -77,8 +77,7 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(MemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void*))          \
   X(MemPoolTrimTo, (CUmemoryPool, std::size_t))                               \
   X(MemAllocFromPoolAsync, (CUdeviceptr*, std::size_t, CUmemoryPool, CUstream)) \
-  X(MemFreeAsync, (CUdeviceptr, CUstream))                                    \
-  X(ThreadExchangeStreamCaptureMode, (CUstreamCaptureMode*))
+  X(MemFreeAsync, (CUdeviceptr, CUstream))
 
 // TETHER_CUDA_OPTIONAL_ENTRY_POINTS: what the library calls only for an optional
 // feature (prefetching). nullptr when the driver lacks it; the feature then
