@@ -69,13 +69,13 @@ def corrupt_count(out: str) -> int:
 
 
 def test_record_stream_keeps_memory_from_the_next_allocation_until_the_side_stream_is_done(run_python):
-    out = run(run_python, """
+    out = run(run_python, textwrap.dedent("""
         pool = tether.PoolResource(tether.CudaResource(0), initial_size="1 GiB")
         tether.torch.enable(pool)
-        """ + SIDE_STREAM_TRIALS + """
+        """) + SIDE_STREAM_TRIALS + textwrap.dedent("""
         assert tether.torch.stats().recorded_streams >= 100
         assert tether.torch.stats().unknown_records == 0
-        """)
+        """))
     assert corrupt_count(out) == 0, out
 
 
@@ -86,10 +86,10 @@ def test_control_pytorchs_own_allocator_shows_no_corruption(run_python):
 
 def test_control_without_the_record_stream_hook_the_race_is_seen(run_python):
     # Proves the stress test can fail: the same trials with record_stream not registered.
-    out = run(run_python, """
+    out = run(run_python, textwrap.dedent("""
         pool = tether.PoolResource(tether.CudaResource(0), initial_size="1 GiB")
         tether.torch.enable(pool, _record_stream=False)
-        """ + SIDE_STREAM_TRIALS)
+        """) + SIDE_STREAM_TRIALS)
     assert corrupt_count(out) > 0, out
 
 
@@ -247,15 +247,16 @@ if __name__ == "__main__":
     q.put(t)
     got = done.get(timeout=120)
     p.join(60)
+    del t
     print("IPC", which, got, float(1 << 20) * 3.0)
 """
 
 
-@pytest.mark.parametrize("which", ["cuda"])
+@pytest.mark.parametrize("which", ["cuda", "pool"])
 def test_mem_pool_tensors_cross_processes_with_torch_multiprocessing(tmp_path, which):
-    # mem_pool() keeps PyTorch's caching allocator, whose CUDA IPC opens the segment PyTorch
-    # got from tether (cudaIpcGetMemHandle): right when each segment is a whole driver
-    # allocation (tether.CudaResource), as here.
+    # mem_pool() keeps PyTorch's caching allocator and so its CUDA IPC (cudaIpcGetMemHandle on
+    # the segment tether handed it, offset from the driver allocation's base): right both for
+    # segments that are whole driver allocations (CudaResource) and for pieces of a pool's chunk.
     script = tmp_path / "ipc.py"
     script.write_text(IPC_SCRIPT)
     proc = subprocess.run([sys.executable, str(script), which], capture_output=True, text=True, timeout=240)
