@@ -243,6 +243,23 @@ void stream_synchronize(int device, stream_t stream) {
   check(d.StreamSynchronize(as_stream(stream)), "cuStreamSynchronize", device);
 }
 
+RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
+  try {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (driver().ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS) {
+      previous_ = static_cast<int>(mode);
+      exchanged_ = true;
+    }
+  } catch (...) {  // no driver: nothing is being captured
+  }
+}
+
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (!exchanged_) return;
+  auto mode = static_cast<CUstreamCaptureMode>(previous_);
+  (void)driver().ThreadExchangeStreamCaptureMode(&mode);
+}
+
 }  // namespace tether::core::cuda
 
 #else  // !TETHER_HAVE_CUDA_HEADERS
@@ -268,6 +285,8 @@ ResourcePtr make_async_resource(int, const AsyncOptions&) { unsupported(); }
 ResourcePtr make_managed_resource(int) { unsupported(); }
 ResourcePtr make_pinned_host_resource(int) { unsupported(); }
 void copy(void*, const void*, std::size_t, int, stream_t, bool) { unsupported(); }
+RelaxedCaptureScope::RelaxedCaptureScope() noexcept {}
+RelaxedCaptureScope::~RelaxedCaptureScope() = default;
 
 }  // namespace tether::core::cuda
 

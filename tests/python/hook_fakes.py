@@ -222,3 +222,65 @@ class FakeRmm:
 def install(monkeypatch, fake) -> None:
     for name, module in fake.modules.items():
         monkeypatch.setitem(sys.modules, name, module)
+
+
+class FakeTorch:
+    """``torch.cuda.memory.CUDAPluggableAllocator(path, alloc_fn_name, free_fn_name)``: loads
+    both functions from the library (ctypes, as PyTorch's dlopen/dlsym; a missing name raises);
+    ``.allocator()`` is the allocator object whose setters take C function addresses (ints), as
+    torch/csrc/cuda/Module.cpp binds them. ``missing`` names setters this fake PyTorch lacks.
+    ``torch.cuda.memory.change_current_allocator`` records what it was given."""
+
+    SETTERS = ("set_init_fn", "set_reset_fn", "set_memory_fraction_fn", "set_base_alloc_fn",
+               "set_record_stream_fn", "set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn",
+               "set_release_pool")
+
+    def __init__(self, version: str = "2.11.0", missing: tuple[str, ...] = ()) -> None:
+        import ctypes
+        fake = self
+        self.installed = None
+
+        class _AllocatorObject:
+            def __init__(self) -> None:
+                self.registered: dict[str, int] = {}
+
+        for setter in self.SETTERS:
+            if setter not in missing:
+                def set_fn(obj, address, _name=setter):
+                    if not isinstance(address, int):
+                        raise TypeError(f"{_name}: incompatible function arguments (an int address)")
+                    obj.registered[_name] = address
+                setattr(_AllocatorObject, setter, set_fn)
+
+        class CUDAPluggableAllocator:
+            def __init__(self, path, alloc_fn_name, free_fn_name):
+                lib = ctypes.CDLL(path)
+                self.alloc = getattr(lib, alloc_fn_name)  # AttributeError for a missing symbol
+                self.free = getattr(lib, free_fn_name)
+                self._allocator = _AllocatorObject()
+
+            def allocator(self):
+                return self._allocator
+
+        def change_current_allocator(allocator):
+            fake.installed = allocator
+
+        memory = _module("torch.cuda.memory", CUDAPluggableAllocator=CUDAPluggableAllocator,
+                         change_current_allocator=change_current_allocator)
+        cuda = _module("torch.cuda", memory=memory)
+        self.module = _module("torch", cuda=cuda, __version__=version)
+
+    @contextlib.contextmanager
+    def installed_as_torch(self):
+        saved = {k: sys.modules.get(k) for k in ("torch", "torch.cuda", "torch.cuda.memory")}
+        sys.modules["torch"] = self.module
+        sys.modules["torch.cuda"] = self.module.cuda
+        sys.modules["torch.cuda.memory"] = self.module.cuda.memory
+        try:
+            yield self.module
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v

@@ -47,6 +47,23 @@ std::string device_name(int device);
 // Wait for all work on `stream` (stream 0: the legacy default stream of device's primary context).
 void stream_synchronize(int device, stream_t stream);
 
+// Relaxes the calling thread's stream-capture mode (cuThreadExchangeStreamCaptureMode to
+// CU_STREAM_CAPTURE_MODE_RELAXED) for the guard's lifetime and restores it after, as PyTorch's
+// own allocator does around cudaMalloc: while a stream is captured in global or thread-local
+// mode, allocation calls such as cuMemAlloc on this thread would otherwise invalidate the
+// capture. Does nothing (and never throws) without a usable driver.
+class RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope() noexcept;
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool exchanged_ = false;
+};
+
 ResourcePtr make_cuda_resource(int device);
 
 // Options of make_async_resource (see tether_async_options_t). Throws
