@@ -58,6 +58,14 @@ def int_value(value: object, what: str, lo: int, hi: int, kind: str = "an int", 
     return n
 
 
+def bool_value(value: object, what: str) -> int:
+    """A bool argument as the C ABI's int flag (0 or 1); TypeError for anything else
+    (a string "false" would be true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
+    return 1 if value else 0
+
+
 def u32_value(value: object, what: str) -> int:
     """An int argument for a uint32_t field."""
     return int_value(value, what, 0, UINT32_MAX)
