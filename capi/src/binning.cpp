@@ -51,6 +51,14 @@ TETHER_API tether_status_t tether_binning_resource_add_bin(tether_resource_t* re
       bin = b->core;
     }
     core::binning_add_bin(*r->core, size, std::move(bin));
+    // What tether_resource_get_spec() writes: a new fixed-size bin is bins='...';
+    // a bin given as a resource cannot be named in a spec.
+    std::lock_guard<std::mutex> lock(r->spec_mutex);
+    if (bin_resource != nullptr)
+      r->spec_refusal = "a binning resource with a bin given as a resource (add_bin with a resource) "
+                        "cannot be named in a spec";
+    else
+      r->spec_bins.push_back(size);
   });
 }
 

@@ -108,7 +108,7 @@ TETHER_API tether_status_t tether_async_resource_create(int device, const tether
     co.ipc_handle_type = o.ipc_handle_type;
     const int d = cuda_device(device);
     std::string args = "device=" + std::to_string(d);
-    const std::string opts = spec::format_options("async", &o);
+    const std::string opts = spec::format_options("async", &o, nullptr);
     if (!opts.empty()) args += ", " + opts;
     *out = make_resource_handle(core::cuda::make_async_resource(d, co), nullptr, std::move(args));
   });

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tether/tether.h"
 #include "tether_core/error.hpp"
@@ -190,7 +192,14 @@ struct ResourceObject : Object {
   tether_resource_t* upstream = nullptr;
   // The arguments that name this resource in a spec besides its upstream
   // ("device=0, initial_size=64MiB"): what tether_resource_get_spec() writes.
+  // spec_refusal, if not empty, says why no spec can name this resource (a
+  // callback, a bin given as a resource); spec_bins are the bins added to a
+  // binning resource after creation (bins='...'). add_bin changes the last two
+  // while others read them: all three under spec_mutex.
   std::string spec_args;
+  std::string spec_refusal;
+  std::vector<std::size_t> spec_bins;
+  std::mutex spec_mutex;
   // If the last handle goes while callers still hold raw allocations of the
   // core resource (Resource::caller_outstanding_count(): a dependent's chunks
   // do not count), the core resource is kept as an orphan (see tether/debug.h)
@@ -251,10 +260,10 @@ std::uint64_t retired_slots() noexcept;
 // A new resource handle owning `core`; `upstream` (may be NULL) is retained by
 // the new object. Returns +1. Throws on failure (nothing is leaked).
 tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream,
-                                        std::string spec_args = {});
+                                        std::string spec_args = {}, std::string spec_refusal = {});
 
 namespace spec {
-std::string format_options(const char* type_name, const void* options);  // spec.hpp
+std::string format_options(const char* type_name, const void* options, std::string* refusal);  // spec.hpp
 }
 
 // The shared body of tether_<type>_create(upstream, options, out) for types
@@ -303,7 +312,9 @@ tether_status_t create_over_upstream(const char* function, tether_resource_t* up
     ResourceRef up(upstream);
     const Options o = read_options(options, defaults, "options");
     core::ResourcePtr made = make(up->core, o);
-    *out = make_resource_handle(std::move(made), upstream, spec::format_options(spec_name, &o));
+    std::string refusal;
+    std::string args = spec::format_options(spec_name, &o, &refusal);
+    *out = make_resource_handle(std::move(made), upstream, std::move(args), std::move(refusal));
   });
 }
 

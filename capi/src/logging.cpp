@@ -41,8 +41,11 @@ TETHER_API tether_status_t tether_logging_adaptor_create(tether_resource_t* upst
       lo.sink = [cb = o.callback, u = o.user](const char* line, std::size_t length) { cb(line, length, u); };
     }
     lo.destroy = user.destroyer();
-    std::string spec_args = spec::format_options("logging", &o);  // the file; a callback has no spec
-    *out = make_resource_handle(core::make_logging_adaptor(up->core, std::move(lo)), upstream, std::move(spec_args));
+    std::string refusal;
+    std::string spec_args = spec::format_options("logging", &o, &refusal);  // the file
+    if (o.callback != nullptr) refusal = "a logging adaptor with a callback cannot be named in a spec";
+    *out = make_resource_handle(core::make_logging_adaptor(up->core, std::move(lo)), upstream, std::move(spec_args),
+                                std::move(refusal));
     user.arm();
   });
 }
@@ -51,6 +54,18 @@ TETHER_API tether_status_t tether_logging_adaptor_flush(tether_resource_t* resou
   return guard("tether_logging_adaptor_flush", [&] {
     ResourceRef r(resource);
     core::flush_log(*r->core);
+  });
+}
+
+TETHER_API tether_status_t tether_logging_adaptor_get_info(tether_resource_t* resource, tether_logging_info_t* out) {
+  return guard("tether_logging_adaptor_get_info", [&] {
+    ResourceRef r(resource);
+    const core::LogInfo i = core::log_info(*r->core);
+    tether_logging_info_t c = TETHER_LOGGING_INFO_INIT;
+    c.lines = i.lines;
+    c.lost_lines = i.lost_lines;
+    c.error = i.error;
+    write_info(out, c, "out");
   });
 }
 

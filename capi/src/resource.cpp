@@ -30,10 +30,12 @@ ResourceObject::~ResourceObject() {
   if (upstream != nullptr) release_resource(upstream);
 }
 
-tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream, std::string spec_args) {
+tether_resource_t* make_resource_handle(core::ResourcePtr core, tether_resource_t* upstream, std::string spec_args,
+                                        std::string spec_refusal) {
   auto* obj = new ResourceObject;
   obj->core = std::move(core);
   obj->spec_args = std::move(spec_args);
+  obj->spec_refusal = std::move(spec_refusal);
   if (upstream != nullptr) {
     if (retain_resource(upstream) != TETHER_OK) {
       delete obj;

@@ -16,7 +16,11 @@ namespace tether::capi::spec {
 namespace {
 
 constexpr std::size_t kMaxSpecLength = 4096;
+// How deep resources may nest in a spec: the parser refuses deeper ones and
+// tether_resource_get_spec() refuses to write them (one limit for both).
 constexpr int kMaxDepth = 16;
+// Messages quote at most this many bytes of a user's text (a spec, a token).
+constexpr std::size_t kMaxQuoted = 200;
 
 // ---- the types --------------------------------------------------------------
 
@@ -140,6 +144,15 @@ std::string known_types() {
 
 // ---- values -------------------------------------------------------------------
 
+// `text` in single quotes for a message: at most kMaxQuoted bytes of it (cut at
+// a UTF-8 character boundary), with its length when cut.
+std::string quoted(const std::string& text) {
+  if (text.size() <= kMaxQuoted) return "'" + text + "'";
+  std::size_t n = kMaxQuoted;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return "'" + text.substr(0, n) + "...' (" + std::to_string(text.size()) + " bytes)";
+}
+
 [[noreturn]] void fail_at(std::size_t pos, const std::string& what) {
   core::throw_invalid_argument("spec:" + std::to_string(pos + 1) + ": " + what);
 }
@@ -203,7 +216,7 @@ template <class TotalOf>
 std::size_t parse_size(const std::string& text, std::size_t pos, const char* param, TotalOf device_total) {
   const Decimal d = read_decimal(text);
   if (!d.ok)
-    fail_at(pos, std::string("cannot read '") + text + "' as a size for " + param +
+    fail_at(pos, "cannot read " + quoted(text) + " as a size for " + param +
                      " (examples: 4096, 64MiB, 1.5GiB, 100MB, 80%)");
   std::string rest = text.substr(d.end);
   std::size_t k = 0;
@@ -211,7 +224,7 @@ std::size_t parse_size(const std::string& text, std::size_t pos, const char* par
   rest = lowercase(rest.substr(k));
   unsigned __int128 numerator;
   if (rest == "%") {
-    if (d.mantissa > 100 * pow10(d.scale)) fail_at(pos, std::string(param) + ": " + text + " is more than 100%");
+    if (d.mantissa > 100 * pow10(d.scale)) fail_at(pos, std::string(param) + ": " + quoted(text) + " is more than 100%");
     numerator = d.mantissa * (unsigned __int128)device_total() / 100;  // floor: whole bytes
     return std::size_t(numerator / pow10(d.scale));
   }
@@ -219,29 +232,29 @@ std::size_t parse_size(const std::string& text, std::size_t pos, const char* par
     if (rest != u.name) continue;
     numerator = d.mantissa * u.factor;
     const unsigned __int128 den = pow10(d.scale);
-    if (numerator % den != 0) fail_at(pos, std::string(param) + ": " + text + " is not a whole number of bytes");
-    if (numerator / den >= kSizeLimit) fail_at(pos, std::string(param) + ": " + text + " does not fit in 64 bits");
+    if (numerator % den != 0) fail_at(pos, std::string(param) + ": " + quoted(text) + " is not a whole number of bytes");
+    if (numerator / den >= kSizeLimit) fail_at(pos, std::string(param) + ": " + quoted(text) + " does not fit in 64 bits");
     return std::size_t(numerator / den);
   }
-  fail_at(pos, std::string(param) + ": unknown unit '" + text.substr(d.end) +
-                   "' (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB or %)");
+  fail_at(pos, std::string(param) + ": unknown unit " + quoted(text.substr(d.end)) +
+                   " (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB or %)");
 }
 
 long long parse_integer(const std::string& text, std::size_t pos, const char* param, long long lo, long long hi) {
   std::size_t i = 0;
   bool negative = false;
   if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
-  if (i == text.size()) fail_at(pos, std::string(param) + ": expected an integer, got '" + text + "'");
+  if (i == text.size()) fail_at(pos, std::string(param) + ": expected an integer, got " + quoted(text));
   long long v = 0;
   for (; i < text.size(); ++i) {
     if (text[i] < '0' || text[i] > '9' || v > (1LL << 40))
       fail_at(pos, std::string(param) + ": expected an integer in [" + std::to_string(lo) + ", " +
-                       std::to_string(hi) + "], got '" + text + "'");
+                       std::to_string(hi) + "], got " + quoted(text));
     v = v * 10 + (text[i] - '0');
   }
   if (negative) v = -v;
   if (v < lo || v > hi)
-    fail_at(pos, std::string(param) + ": " + text + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    fail_at(pos, std::string(param) + ": " + quoted(text) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
 }
 
@@ -249,7 +262,17 @@ bool parse_bool(const std::string& text, std::size_t pos, const char* param) {
   const std::string t = lowercase(text);
   if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
   if (t == "false" || t == "0" || t == "no" || t == "off") return false;
-  fail_at(pos, std::string(param) + ": expected true or false, got '" + text + "'");
+  fail_at(pos, std::string(param) + ": expected true or false, got " + quoted(text));
+}
+
+// A string value as the parser reads it back: in single quotes, each quote doubled.
+std::string quote(const std::string& text) {
+  std::string s = "'";
+  for (const char c : text) {
+    if (c == '\'') s.push_back(c);
+    s.push_back(c);
+  }
+  return s + "'";
 }
 
 std::string format_size(std::uint64_t v) {
@@ -294,7 +317,7 @@ class Parser {
  private:
   static std::unique_ptr<Node> as_node(Value v) {
     if (v.node) return std::move(v.node);
-    if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource name, got '" + v.text + "'");
+    if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource name, got " + quoted(v.text));
     auto n = std::make_unique<Node>();
     n->name = v.text;
     n->pos = v.pos;
@@ -304,16 +327,27 @@ class Parser {
     while (i_ < s_.size() && is_space(s_[i_])) ++i_;
   }
   // A run of value characters (anything but , ( ) = and quotes), trimmed; or a
-  // string in double or single quotes.
+  // string in double or single quotes, where the quote doubled stands for
+  // itself ('it''s': what the spec writer writes for a quote in a path).
   std::string run(std::size_t& start) {
     skip();
     start = i_;
     if (i_ < s_.size() && (s_[i_] == '"' || s_[i_] == '\'')) {
-      const std::size_t close = s_.find(s_[i_], i_ + 1);
-      if (close == std::string::npos) fail_at(i_, "unterminated quote");
-      std::string t = s_.substr(i_ + 1, close - i_ - 1);
-      i_ = close + 1;
-      return t;
+      const char q = s_[i_];
+      std::string t;
+      std::size_t from = i_ + 1;
+      for (;;) {
+        const std::size_t close = s_.find(q, from);
+        if (close == std::string::npos) fail_at(start, "unterminated quote");
+        t.append(s_, from, close - from);
+        if (close + 1 < s_.size() && s_[close + 1] == q) {
+          t.push_back(q);
+          from = close + 2;
+          continue;
+        }
+        i_ = close + 1;
+        return t;
+      }
     }
     while (i_ < s_.size() && std::strchr(",()=\"'", s_[i_]) == nullptr) ++i_;
     std::size_t end = i_;
@@ -326,7 +360,7 @@ class Parser {
     skip();
     if (i_ < s_.size() && s_[i_] == '(') {
       if (!is_identifier(v.text))
-        fail_at(v.pos, v.text.empty() ? "expected a resource name before '('" : "'" + v.text + "' is not a resource name");
+        fail_at(v.pos, v.text.empty() ? "expected a resource name before '('" : quoted(v.text) + " is not a resource name");
       if (depth >= kMaxDepth) fail_at(v.pos, "resources nested more than " + std::to_string(kMaxDepth) + " deep");
       auto n = std::make_unique<Node>();
       n->name = v.text;
@@ -359,7 +393,7 @@ class Parser {
     std::string key = run(start);
     skip();
     if (i_ < s_.size() && s_[i_] == '=') {
-      if (!is_identifier(key)) fail_at(start, "'" + key + "' is not a parameter name");
+      if (!is_identifier(key)) fail_at(start, quoted(key) + " is not a parameter name");
       ++i_;
       a.key = key;
       a.key_pos = start;
@@ -395,28 +429,36 @@ HandleRef build(const Node& n, const Context& ctx);
 
 HandleRef build_value(const Value& v, const Context& ctx) {
   if (v.node) return build(*v.node, ctx);
-  if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource, got '" + v.text + "'");
+  if (!is_identifier(v.text)) fail_at(v.pos, "expected a resource, got " + quoted(v.text));
   Node leaf;
   leaf.name = v.text;
   leaf.pos = v.pos;
   return build(leaf, ctx);
 }
 
+// The one parameter that is no options field: the bins of a binning resource,
+// added after creation as tether_binning_resource_add_bin(r, size, NULL) does.
+// Its value is a quoted list of sizes: bins='4KiB,64KiB'.
+constexpr const char* kBinsParam = "bins";
+bool takes_bins(const Type& t) { return std::strcmp(t.name, "binning") == 0; }
+
 std::string param_list(const Type& t) {
   std::string s = t.shape == Shape::Upstream ? "upstream" : t.shape == Shape::Device ? "device" : "";
   for (std::size_t i = 0; i < t.field_count; ++i) s += (s.empty() ? "" : ", ") + std::string(t.fields[i].name);
+  if (takes_bins(t)) s += std::string(", ") + kBinsParam;
   return s.empty() ? "none" : s;
 }
 
 HandleRef build(const Node& n, const Context& ctx) {
   const Type* t = find_type(n.name);
-  if (t == nullptr) fail_at(n.pos, "unknown resource '" + n.name + "' (known: " + known_types() + ")");
+  if (t == nullptr) fail_at(n.pos, "unknown resource " + quoted(n.name) + " (known: " + known_types() + ")");
   alignas(std::max_align_t) unsigned char options[256] = {};
   if (t->options_size > sizeof options) fail_at(n.pos, "internal: options of " + n.name + " too large");
   if (t->options_size != 0) t->defaults(options);
 
   const Value* upstream = nullptr;
   const Arg* device_arg = nullptr;
+  const Arg* bins_arg = nullptr;
   std::vector<const Field*> seen;
   std::vector<std::pair<const Field*, const Arg*>> sets;
   bool device_seen = false, upstream_seen = false;
@@ -440,11 +482,17 @@ HandleRef build(const Node& n, const Context& ctx) {
       device_arg = &a;
       continue;
     }
+    if (takes_bins(*t) && a.key == kBinsParam) {
+      if (bins_arg != nullptr) fail_at(a.key_pos, std::string("parameter 'bins' of ") + n.name + " given twice");
+      if (a.value.node) fail_at(a.value.pos, "parameter 'bins' of " + n.name + " takes sizes, not a resource");
+      bins_arg = &a;
+      continue;
+    }
     const Field* f = nullptr;
     for (std::size_t k = 0; k < t->field_count; ++k)
       if (a.key == t->fields[k].name || (t->fields[k].alias && a.key == t->fields[k].alias)) f = &t->fields[k];
     if (f == nullptr)
-      fail_at(a.key_pos, "unknown parameter '" + a.key + "' of " + n.name + " (parameters: " + param_list(*t) + ")");
+      fail_at(a.key_pos, "unknown parameter " + quoted(a.key) + " of " + n.name + " (parameters: " + param_list(*t) + ")");
     for (const Field* s : seen)
       if (s == f) fail_at(a.key_pos, "parameter '" + std::string(f->name) + "' of " + n.name + " given twice");
     seen.push_back(f);
@@ -526,10 +574,30 @@ HandleRef build(const Node& n, const Context& ctx) {
       }
     }
   }
+  std::vector<std::size_t> bins;
+  if (bins_arg != nullptr) {
+    const std::string& list = bins_arg->value.text;
+    for (std::size_t from = 0; from <= list.size();) {
+      std::size_t comma = list.find(',', from);
+      if (comma == std::string::npos) comma = list.size();
+      std::size_t b = from, e = comma;
+      while (b < e && is_space(list[b])) ++b;
+      while (e > b && is_space(list[e - 1])) --e;
+      if (b == e) fail_at(bins_arg->value.pos, "bins: expected sizes separated by commas, got " + quoted(list));
+      bins.push_back(parse_size(list.substr(b, e - b), bins_arg->value.pos, kBinsParam,
+                                [&] { return total_for(bins_arg, kBinsParam); }));
+      from = comma + 1;
+    }
+  }
   tether_resource_t* out = nullptr;
   const tether_status_t st = t->create(up.get(), device, t->options_size ? options : nullptr, &out);
   if (st != TETHER_OK) fail_from_c(st, n.pos, "cannot create " + n.name);
-  return HandleRef::adopt(out);
+  HandleRef made = HandleRef::adopt(out);
+  for (const std::size_t size : bins) {
+    const tether_status_t added = tether_binning_resource_add_bin(out, size, nullptr);
+    if (added != TETHER_OK) fail_from_c(added, bins_arg->value.pos, "bins: cannot add a bin of " + format_size(size));
+  }
+  return made;
 }
 
 HandleRef build_spec(const char* spec, const Context& ctx) {
@@ -547,13 +615,67 @@ HandleRef build_spec(const char* spec, const Context& ctx) {
 
 std::string describe(tether_resource_t* h, int depth) {
   ResourceRef r(h);
-  if (depth > 64) throw core::Error(TETHER_ERROR_INTERNAL, "resource stack deeper than 64");
-  std::string s = r->core->name();
+  if (depth > kMaxDepth)
+    throw core::Error(TETHER_ERROR_NOT_SUPPORTED, "the resource stack is nested more than " +
+                                                      std::to_string(kMaxDepth) + " deep: no spec can name it");
+  const char* name = r->core->name();
+  if (find_type(name) == nullptr)
+    throw core::Error(TETHER_ERROR_NOT_SUPPORTED,
+                      std::string("a ") + name + " resource cannot be named in a spec (it is made of functions)");
+  std::string spec_args, refusal;
+  std::vector<std::size_t> bins;
+  {
+    std::lock_guard<std::mutex> lock(r->spec_mutex);
+    spec_args = r->spec_args;
+    refusal = r->spec_refusal;
+    bins = r->spec_bins;
+  }
+  if (!refusal.empty()) throw core::Error(TETHER_ERROR_NOT_SUPPORTED, refusal);
+  std::string s = name;
   std::string args;
   if (r->upstream != nullptr) args = describe(r->upstream, depth + 1);
-  if (!r->spec_args.empty()) args += (args.empty() ? "" : ", ") + r->spec_args;
+  if (!spec_args.empty()) args += (args.empty() ? "" : ", ") + spec_args;
+  if (!bins.empty()) {
+    std::string list;
+    for (const std::size_t b : bins) list += (list.empty() ? "" : ",") + format_size(b);
+    args += (args.empty() ? "" : ", ") + std::string(kBinsParam) + "='" + list + "'";
+  }
   if (!args.empty()) s += "(" + args + ")";
   return s;
+}
+
+// A spec as tether_resource_get_spec() may hand it out: one that
+// tether_resource_create_from_spec() reads back (no longer than it takes,
+// valid UTF-8 so every frontend can hold it as text, within the nesting
+// limit). Throws NOT_SUPPORTED saying why not.
+void check_writable(const std::string& spec) {
+  if (spec.size() > kMaxSpecLength)
+    throw core::Error(TETHER_ERROR_NOT_SUPPORTED, "the spec would be " + std::to_string(spec.size()) +
+                                                      " bytes, longer than a spec may be (" +
+                                                      std::to_string(kMaxSpecLength) + ")");
+  for (std::size_t i = 0; i < spec.size();) {
+    const unsigned char c = static_cast<unsigned char>(spec[i]);
+    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len != 0 && i + len <= spec.size() && !(len == 2 && c < 0xC2);
+    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(spec[i + k]) & 0xC0) == 0x80;
+    if (ok && len == 3) {  // no overlong forms, no surrogates
+      const unsigned char c1 = static_cast<unsigned char>(spec[i + 1]);
+      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
+    }
+    if (ok && len == 4) {
+      const unsigned char c1 = static_cast<unsigned char>(spec[i + 1]);
+      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90) && c <= 0xF4;
+    }
+    if (!ok)
+      throw core::Error(TETHER_ERROR_NOT_SUPPORTED, "the spec is not valid UTF-8 at byte " + std::to_string(i + 1) +
+                                                        " (a log path?): a spec must be text");
+    i += len;
+  }
+  try {
+    Parser(spec).parse();
+  } catch (const core::Error& e) {
+    throw core::Error(TETHER_ERROR_NOT_SUPPORTED, std::string("the spec would not parse back: ") + e.what());
+  }
 }
 
 const Type* find_type(const std::string& name) noexcept {
@@ -562,7 +684,7 @@ const Type* find_type(const std::string& name) noexcept {
   return nullptr;
 }
 
-std::string format_options(const Type& type, const void* options) {
+std::string format_options(const Type& type, const void* options, std::string* refusal) {
   if (type.options_size == 0 || options == nullptr) return {};
   alignas(std::max_align_t) unsigned char defaults[256] = {};
   type.defaults(defaults);
@@ -589,13 +711,19 @@ std::string format_options(const Type& type, const void* options) {
       case Kind::Resource: {
         tether_resource_t* h = nullptr;
         std::memcpy(&h, o + f.offset, sizeof h);
-        if (h != nullptr) v = describe(h, 1);
+        if (h != nullptr) {
+          try {
+            v = describe(h, 1);
+          } catch (const core::Error& e) {  // the resource is made; only its spec is refused
+            if (refusal != nullptr) *refusal = std::string(type.name) + " " + f.name + ": " + e.what();
+          }
+        }
         break;
       }
       case Kind::String: {
         const char* text = nullptr;
         std::memcpy(&text, o + f.offset, sizeof text);
-        if (text != nullptr) v = "'" + std::string(text) + "'";
+        if (text != nullptr) v = quote(text);
         break;
       }
       case Kind::U32: {
@@ -623,19 +751,25 @@ std::string format_options(const Type& type, const void* options) {
   return s;
 }
 
-std::string format_options(const char* type_name, const void* options) {
+std::string format_options(const char* type_name, const void* options, std::string* refusal) {
   const Type* t = find_type(type_name);
-  return t ? format_options(*t, options) : std::string();
+  return t ? format_options(*t, options, refusal) : std::string();
 }
 
 HandleRef default_from_environment(int slot) {
   std::string name = slot < 0 ? "TETHER_RESOURCE_HOST" : "TETHER_RESOURCE_" + std::to_string(slot);
+  // Empty or blank counts as unset (docs/specs.rst).
+  const auto unset = [](const char* v) {
+    if (v == nullptr) return true;
+    while (is_space(*v)) ++v;
+    return *v == '\0';
+  };
   const char* value = std::getenv(name.c_str());
-  if ((value == nullptr || *value == '\0') && slot >= 0) {
+  if (unset(value) && slot >= 0) {
     name = "TETHER_RESOURCE";
     value = std::getenv(name.c_str());
   }
-  if (value == nullptr || *value == '\0') return {};
+  if (unset(value)) return {};
   try {
     Context ctx{slot < 0 ? TETHER_DEVICE_CURRENT : slot};
     HandleRef r = build_spec(value, ctx);
@@ -644,7 +778,7 @@ HandleRef default_from_environment(int slot) {
     return r;
   } catch (const core::Error& e) {
     const std::string where = slot < 0 ? "the host slot" : "device " + std::to_string(slot) + "'s slot";
-    const std::string message = name + "='" + value + "' (the default of " + where + "): " + e.what() +
+    const std::string message = name + "=" + quoted(value) + " (the default of " + where + "): " + e.what() +
                                 "; every get of this slot fails until the variable is fixed or a resource is set";
     static std::atomic<std::uint64_t> reported{0};  // one bit per slot (host: bit 63)
     const std::uint64_t bit = std::uint64_t{1} << (slot < 0 ? 63 : slot % 63);
@@ -673,6 +807,7 @@ TETHER_API tether_status_t tether_resource_get_spec(tether_resource_t* resource,
   return guard("tether_resource_get_spec", [&] {
     require_out(out_length, "out_length");
     const std::string s = spec::describe(resource, 0);
+    spec::check_writable(s);
     *out_length = s.size();
     if (buffer == nullptr && capacity == 0) return;
     if (buffer == nullptr) core::throw_invalid_argument("buffer is NULL but capacity is not 0");

@@ -43,18 +43,26 @@ struct Type {
   tether_status_t (*create)(tether_resource_t* upstream, int device, const void* options, tether_resource_t** out);
 };
 
-// The spec of a live resource handle's whole stack (`depth`: nesting so far). Throws.
+// The spec of a live resource handle's whole stack (`depth`: nesting so far).
+// Throws; NOT_SUPPORTED for a stack no spec can name (a callback resource, a
+// logging adaptor with a callback, a bin given as a resource, too deep).
 std::string describe(tether_resource_t* resource, int depth);
 
 // The type named `name`, or nullptr.
 const Type* find_type(const std::string& name) noexcept;
 
 // "a=1, b=64MiB": the fields of `options` that differ from the type's defaults,
-// in the spec syntax (what a create function records for the round trip).
+// in the spec syntax (what a create function records for the round trip;
+// strings quoted so the parser reads them back). A resource field whose
+// resource no spec can name is left out and *refusal (if not null) says why.
 // Throws std::bad_alloc only.
-std::string format_options(const Type& type, const void* options);
+std::string format_options(const Type& type, const void* options, std::string* refusal);
 // The same by type name; "" for an unknown name.
-std::string format_options(const char* type_name, const void* options);
+std::string format_options(const char* type_name, const void* options, std::string* refusal);
+
+// Throws NOT_SUPPORTED unless tether_resource_create_from_spec() reads `spec`
+// back: not too long, valid UTF-8, within the nesting limit, and parsing.
+void check_writable(const std::string& spec);
 
 // The default of table slot `slot` (-1: host) from the environment
 // (TETHER_RESOURCE_HOST / TETHER_RESOURCE_<N> / TETHER_RESOURCE), or an empty

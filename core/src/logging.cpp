@@ -3,12 +3,14 @@
 // frees) and logs every allocate/free, whether it succeeded or not.
 #include "tether_core/logging.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -30,16 +32,22 @@ Properties adapted(const ResourcePtr& upstream) {
   return p;
 }
 
-std::FILE* open_log(const std::string& path, bool have_sink) {
+// The log file, opened as fopen(path, "w") would: created, or truncated.
+int open_log(const std::string& path, bool have_sink) {
   if (path.empty()) {
     if (!have_sink) throw_invalid_argument("logging adaptor: give a path or a callback (both are empty)");
-    return nullptr;
+    return -1;
   }
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr)
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
     throw_invalid_argument("logging adaptor: cannot open path '" + path + "': " + std::strerror(errno));
-  return f;
+  return fd;
 }
+
+// Lines are buffered here and written with write(2) when this much is pending
+// (and by flush), so a failed write is known to have lost exactly the lines it
+// carried: stdio would keep or drop them silently.
+constexpr std::size_t kFlushAt = 1 << 16;
 
 class LoggingAdaptor final : public Resource {
  public:
@@ -47,14 +55,25 @@ class LoggingAdaptor final : public Resource {
       : Resource(adapted(upstream)),
         upstream_(std::move(upstream)),
         start_(std::chrono::steady_clock::now()),
-        file_(open_log(o.path, static_cast<bool>(o.sink))),
+        path_(o.path),
+        fd_(open_log(o.path, static_cast<bool>(o.sink))),
         sink_(std::move(o.sink)),
         destroy_(std::move(o.destroy)) {
     emit(kLogHeader, std::strlen(kLogHeader));
   }
 
   ~LoggingAdaptor() override {
-    if (file_ != nullptr) std::fclose(file_);  // flushes
+    if (fd_ >= 0) {
+      // The last flush. No one is left to report a failure to, so a log that
+      // lost lines says so on stderr (once, here) rather than in silence.
+      {
+        std::lock_guard<std::mutex> lock(file_mutex_);
+        write_pending();
+        if (lost_lines_ != 0 && !reported_)
+          std::fprintf(stderr, "tether: %s\n", error_message().c_str());
+      }
+      ::close(fd_);
+    }
     if (destroy_) {
       try {
         destroy_();
@@ -68,11 +87,28 @@ class LoggingAdaptor final : public Resource {
   const std::shared_ptr<Resource>* upstream() const noexcept override { return &upstream_; }
   StreamOrder* stream_order() noexcept override { return upstream_->stream_order(); }
 
+  // Write the pending lines. A write error is never forgotten: after one,
+  // every flush throws (naming the path, the reason and the lines lost so
+  // far) until a flush writes pending lines successfully again.
   void flush() {
-    if (file_ == nullptr) return;
+    if (fd_ < 0) return;
     std::lock_guard<std::mutex> lock(file_mutex_);
-    if (std::fflush(file_) != 0)
-      throw Error(TETHER_ERROR_INTERNAL, std::string("logging adaptor: cannot flush the log: ") + std::strerror(errno));
+    const bool had_lines = !pending_.empty();
+    write_pending();
+    if (failed_ && !(had_lines && write_ok_)) {
+      reported_ = true;
+      throw Error(TETHER_ERROR_INTERNAL, error_message());
+    }
+    failed_ = false;
+  }
+
+  LogInfo info() const {
+    std::lock_guard<std::mutex> lock(file_mutex_);
+    LogInfo i;
+    i.lines = lines_;
+    i.lost_lines = lost_lines_;
+    i.error = failed_ ? last_errno_ : 0;
+    return i;
   }
 
  protected:
@@ -139,10 +175,17 @@ class LoggingAdaptor final : public Resource {
   }
 
   void emit(const char* line, std::size_t length) noexcept {
-    if (file_ != nullptr) {
+    if (fd_ >= 0) {
       std::lock_guard<std::mutex> lock(file_mutex_);
-      std::fwrite(line, 1, length, file_);
-      std::fputc('\n', file_);
+      ++lines_;
+      try {
+        pending_.append(line, length);
+        pending_.push_back('\n');
+        ++pending_lines_;
+      } catch (const std::bad_alloc&) {
+        lose(1, ENOMEM);  // logging never fails an allocation
+      }
+      if (pending_.size() >= kFlushAt) write_pending();
     }
     if (sink_) {
       try {
@@ -152,10 +195,55 @@ class LoggingAdaptor final : public Resource {
     }
   }
 
+  // Under file_mutex_. Writes everything pending; on an error the lines not
+  // yet written are dropped and counted. write_ok_ says whether this call
+  // wrote all it had.
+  void write_pending() noexcept {
+    std::size_t done = 0;
+    write_ok_ = true;
+    while (done < pending_.size()) {
+      const ssize_t n = ::write(fd_, pending_.data() + done, pending_.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        // The lines wholly written stay written; the rest (a partial one included) are lost.
+        std::size_t written_lines = 0;
+        for (std::size_t k = 0; k < done; ++k) written_lines += pending_[k] == '\n';
+        lose(pending_lines_ - written_lines, err);
+        write_ok_ = false;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    pending_.clear();
+    pending_lines_ = 0;
+  }
+
+  void lose(std::uint64_t lines, int err) noexcept {
+    lost_lines_ += lines;
+    last_errno_ = err;
+    failed_ = true;
+    reported_ = false;
+  }
+
+  std::string error_message() const {
+    return "logging adaptor: cannot write the log '" + path_ + "': " + std::strerror(last_errno_) + "; " +
+           std::to_string(lost_lines_) + " of " + std::to_string(lines_) + " lines lost";
+  }
+
   ResourcePtr upstream_;
   const std::chrono::steady_clock::time_point start_;
-  std::FILE* file_;
-  std::mutex file_mutex_;
+  const std::string path_;
+  const int fd_;  // -1: no file
+  mutable std::mutex file_mutex_;  // guards what follows
+  std::string pending_;            // lines not yet written
+  std::uint64_t pending_lines_ = 0;
+  std::uint64_t lines_ = 0;       // lines logged to the file, the header included
+  std::uint64_t lost_lines_ = 0;  // lines a failed write dropped
+  int last_errno_ = 0;
+  bool failed_ = false;    // a write failed since the last successful flush
+  bool write_ok_ = true;   // the last write_pending() wrote everything
+  bool reported_ = false;  // the current failure was thrown by a flush
   std::function<void(const char*, std::size_t)> sink_;
   std::function<void()> destroy_;
 };
@@ -171,6 +259,13 @@ void flush_log(Resource& r) {
   if (a == nullptr)
     throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string("resource '") + r.name() + "' is not a logging adaptor");
   a->flush();
+}
+
+LogInfo log_info(const Resource& r) {
+  const auto* a = dynamic_cast<const LoggingAdaptor*>(&r);
+  if (a == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string("resource '") + r.name() + "' is not a logging adaptor");
+  return a->info();
 }
 
 }  // namespace tether::core

@@ -92,7 +92,9 @@ class StatisticsAdaptor final : public ForwardingAdaptor {
   }
   void push() {
     std::lock_guard<std::mutex> lock(mutex_);
-    stack_.reserve(stack_.size() + 1);  // may throw: before anything changes
+    // Grow geometrically (amortised O(1) per push; reserve(size() + 1) copied the
+    // whole stack on every push). May throw: before anything changes.
+    if (stack_.size() == stack_.capacity()) stack_.reserve(2 * stack_.capacity() + 1);
     const std::int64_t n = quiesce();
     Level next;
     next.base_current_bytes = current_bytes_.load(std::memory_order_relaxed);

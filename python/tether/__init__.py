@@ -40,7 +40,7 @@ from ._current import (get_current_resource, is_current_resource_locked, lock_cu
 from . import debug
 from . import statistics
 from ._callback import CallbackResource
-from ._logging import LOG_HEADER, LoggingAdaptor
+from ._logging import LOG_HEADER, LoggingAdaptor, LoggingInfo
 from ._failure_callback import FailureCallbackAdaptor
 from ._convert import CudaStreamProtocol, DeviceLike, HasCudaStream, Size, StreamLike
 
@@ -93,6 +93,6 @@ __all__ = [
     "is_current_resource_locked",
     "debug",
     "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
-    "CallbackResource", "LoggingAdaptor", "LOG_HEADER", "FailureCallbackAdaptor",
+    "CallbackResource", "LoggingAdaptor", "LoggingInfo", "LOG_HEADER", "FailureCallbackAdaptor",
     "Size", "StreamLike", "DeviceLike", "CudaStreamProtocol", "HasCudaStream",
 ]

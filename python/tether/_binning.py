@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Union
 
-from ._convert import parse_size
-
+from ._convert import count_value, parse_size, u32_value
 from ._ffi import ffi, lib
-from ._fixed_size import count_value
 from ._resources import (Resource, Size, UpstreamAdaptor, _alias, create, handle_of, new_options, query_struct,
                          register, struct_tuple)
 
@@ -74,8 +72,7 @@ class BinningResource(UpstreamAdaptor):
         pair = _exponent_pair(bins)
         if pair is not None:
             lo, hi = pair
-            if lo < 0 or hi < 0:
-                raise ValueError(f"bins: exponents must not be negative, not {bins!r}")
+            lo, hi = u32_value(lo, "bins: min_size_exponent"), u32_value(hi, "bins: max_size_exponent")
         elif bins is not None:
             if isinstance(bins, (str, bytes)) or not isinstance(bins, Iterable):
                 raise TypeError("bins must be a (min_exp, max_exp) pair or a list of sizes or (size, resource) pairs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from . import _callbacks
-from ._convert import HOST, DeviceLike, device_value
+from ._convert import HOST, DeviceLike, bool_value, device_value
 from ._errors import check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, register
@@ -67,8 +67,8 @@ class CallbackResource(Resource):
         opts = ffi.new("tether_callback_options_t*")
         check(lib.tether_callback_options_init(opts, ffi.sizeof("tether_callback_options_t")))
         opts.device = device_value(device)
-        opts.device_accessible = 1 if device_accessible else 0
-        opts.host_accessible = 1 if host_accessible else 0
+        opts.device_accessible = bool_value(device_accessible, "device_accessible")
+        opts.host_accessible = bool_value(host_accessible, "host_accessible")
         context = _callbacks.register(_Functions(allocate, deallocate))
         try:
             self._init_from(create(lib.tether_callback_resource_create, vtable, context, opts))

@@ -31,6 +31,7 @@ import itertools
 import threading
 from typing import Any
 
+from ._convert import address_value
 from ._errors import TetherError
 from ._ffi import ffi, lib
 
@@ -108,12 +109,13 @@ def _shutdown() -> None:
 @ffi.def_extern(error=_RAISED)
 def _tether_py_on_allocate(context, size, alignment, stream, out):  # type: ignore[no-untyped-def]
     try:
-        ptr = registered(context).allocate(size, alignment, stream)
-        if ptr is None or ptr == 0:
+        fn = registered(context).allocate
+        ptr = fn(size, alignment, stream)
+        if ptr is None or (ptr == 0 and not isinstance(ptr, bool)):
             raise MemoryError(f"the allocate callback returned {ptr!r} for {size} bytes")
-        if not isinstance(ptr, int) or isinstance(ptr, bool):
-            raise TypeError(f"the allocate callback must return an int address, not {type(ptr).__name__}")
-        out[0] = ffi.cast("void*", ptr)
+        # Checked before anything is handed out: cffi would wrap 2**64 + 4096 to 0x1000.
+        what = f"the allocate callback {getattr(fn, '__qualname__', type(fn).__name__)}"
+        out[0] = ffi.cast("void*", address_value(ptr, what))
         return lib.TETHER_OK
     except MemoryError as e:  # the ordinary "no memory": a status, not a report
         return _fail(e, lib.TETHER_ERROR_OUT_OF_MEMORY)

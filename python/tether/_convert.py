@@ -1,8 +1,18 @@
-"""Argument conversion shared by every wrapper: sizes, streams, devices."""
+"""Argument conversion shared by every wrapper: the one place where Python values
+become C values (sizes, streams, devices, addresses, C strings).
+
+Every check of a value crossing into C lives here, so each argument of each
+class is refused the same way: TypeError for the wrong type (bool is never an
+int here), ValueError naming the argument for a value the C type cannot hold
+(an int outside its range, a string with NUL or that cannot be encoded). cffi
+would otherwise raise OverflowError, wrap ints modulo 2**64, or cut strings at
+their first NUL.
+"""
 
 from __future__ import annotations
 
 import operator
+import os
 import re
 from fractions import Fraction
 from typing import Protocol, SupportsIndex, Union, cast
@@ -17,6 +27,78 @@ UINTPTR_MAX = (1 << UINTPTR_BITS) - 1
 HOST: int = lib.TETHER_DEVICE_HOST
 #: "The calling thread's current CUDA device" (``TETHER_DEVICE_CURRENT``).
 CURRENT_DEVICE: int = lib.TETHER_DEVICE_CURRENT
+UINT32_MAX = (1 << 32) - 1
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+# Messages quote at most this many characters of a user's value.
+MAX_QUOTED = 200
+
+
+def excerpt(value: object) -> str:
+    """``repr(value)`` cut to MAX_QUOTED characters (what messages quote of user input)."""
+    text = repr(value)
+    if len(text) <= MAX_QUOTED:
+        return text
+    return f"{text[:MAX_QUOTED]}... ({len(text)} characters)"
+
+
+def int_value(value: object, what: str, lo: int, hi: int, kind: str = "an int", must: str = "must be") -> int:
+    """An integer argument for a C integer holding [lo, hi].
+
+    Anything with ``__index__`` (an int, a NumPy integer) except bool; TypeError
+    for other types, ValueError naming ``what`` and the value outside the range.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{what} {must} {kind}, not bool")
+    try:
+        n = operator.index(cast(SupportsIndex, value))
+    except TypeError:
+        raise TypeError(f"{what} {must} {kind}, not {type(value).__name__}") from None
+    if not lo <= n <= hi:
+        raise ValueError(f"{what} {must} {kind} between {lo} and {hi}, not {excerpt(n)}")
+    return n
+
+
+def bool_value(value: object, what: str) -> int:
+    """A bool argument as the C ABI's int flag (0 or 1); TypeError for anything else
+    (a string "false" would be true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be a bool, not {type(value).__name__}")
+    return 1 if value else 0
+
+
+def u32_value(value: object, what: str) -> int:
+    """An int argument for a uint32_t field."""
+    return int_value(value, what, 0, UINT32_MAX)
+
+
+def address_value(value: object, what: str) -> int:
+    """An address (a ``void*``) returned by Python code (``what``: the callable, e.g.
+    "the allocate callback f"): an int in [0, 2**64); TypeError otherwise,
+    ValueError naming ``what`` and the value outside the range."""
+    return int_value(value, what, 0, UINTPTR_MAX, "an int address", must="must return")
+
+
+def c_string(value: object, what: str, *, path: bool = False) -> bytes:
+    """The bytes of a C string argument: a str, bytes or (with ``path``) an
+    os.PathLike. Text is encoded as UTF-8, paths as the file system does
+    (os.fsencode). ValueError naming ``what`` for a NUL character (C would cut
+    the string there: another file, another spec) or text that cannot be encoded."""
+    raw: object = value
+    if path and isinstance(value, os.PathLike):
+        raw = os.fspath(value)
+    if isinstance(raw, str):
+        try:
+            data = os.fsencode(raw) if path else raw.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{what}: cannot encode {excerpt(raw)} ({e.reason})") from None
+    elif isinstance(raw, bytes):
+        data = raw
+    else:
+        kinds = "a str, bytes or path-like object" if path else "a str"
+        raise TypeError(f"{what} must be {kinds}, not {type(value).__name__}")
+    if b"\0" in data:
+        raise ValueError(f"{what} must not contain NUL characters (got {excerpt(raw)})")
+    return data
 
 
 
@@ -136,8 +218,8 @@ def stream_value(stream: object) -> int:
     else:
         raise TypeError(f"stream must be None, an int or an object with __cuda_stream__, "
                         f"not {type(stream).__name__}")
-    if not 0 <= value <= SIZE_MAX:
-        raise ValueError(f"stream handle {value} is not a valid CUstream value")
+    if not 0 <= value <= UINTPTR_MAX:
+        raise ValueError(f"stream: {excerpt(value)} is not a CUstream value (0 <= stream < 2**{UINTPTR_BITS})")
     return value
 
 
@@ -145,39 +227,20 @@ def device_value(device: object) -> int:
     """The device argument of the C ABI: None is TETHER_DEVICE_CURRENT."""
     if device is None:
         return CURRENT_DEVICE
-    if isinstance(device, bool):
-        raise TypeError("device must be an int (a CUDA device id, tether.HOST or tether.CURRENT_DEVICE)")
-    try:
-        d = operator.index(cast(SupportsIndex, device))
-    except TypeError:
-        raise TypeError(f"device must be an int (a CUDA device id, tether.HOST or "
-                        f"tether.CURRENT_DEVICE), not {type(device).__name__}") from None
-    if not -(2**31) <= d < 2**31:
-        raise ValueError(f"device: invalid device id {d}")
-    return d
+    return int_value(device, "device", INT32_MIN, INT32_MAX,
+                     "an int (a CUDA device id, tether.HOST or tether.CURRENT_DEVICE)")
 
 
 def handle_value(handle: object, what: str = "handle") -> int:
     """A C handle given as an int: an address, 0 <= handle < 2**64 (0 is NULL, refused by the caller)."""
-    if isinstance(handle, bool):
-        raise TypeError(f"{what} must be an int (a C handle value), not bool")
-    try:
-        h = operator.index(cast(SupportsIndex, handle))
-    except TypeError:
-        raise TypeError(f"{what} must be an int (a C handle value), not {type(handle).__name__}") from None
-    if not 0 <= h <= UINTPTR_MAX:
-        raise ValueError(f"{what} {h} is not a pointer value (0 <= handle < 2**{UINTPTR_BITS})")
-    return h
+    return int_value(handle, what, 0, UINTPTR_MAX, "an int (a C handle value)")
 
 
 def alignment_value(alignment: object) -> int:
     """An alignment in bytes: 0 means TETHER_DEFAULT_ALIGNMENT (256); else a power of two."""
-    if isinstance(alignment, bool):
-        raise TypeError("alignment must be an int")
-    try:
-        a = operator.index(cast(SupportsIndex, alignment))
-    except TypeError:
-        raise TypeError(f"alignment must be an int (0 or a power of two), not {type(alignment).__name__}") from None
-    if a < 0 or a > SIZE_MAX:
-        raise ValueError(f"alignment must be 0 or a power of two (got {a})")
-    return a
+    return int_value(alignment, "alignment", 0, SIZE_MAX, "an int (0 or a power of two)")
+
+
+def count_value(value: object, what: str) -> int:
+    """A non-negative count (a size_t the library takes up to 2**63 - 1)."""
+    return int_value(value, what, 0, 2**63 - 1)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import operator
-
+from ._convert import count_value
 from ._ffi import lib
 from ._resources import (Resource, Size, UpstreamAdaptor, create, new_options, query_struct, register,
                          struct_tuple)
@@ -14,19 +13,6 @@ class FixedSizeInfo(struct_tuple("tether_fixed_size_info_t")):  # type: ignore[m
     total_blocks, free_blocks, chunk_count."""
 
     __slots__ = ()
-
-
-def count_value(value: object, what: str) -> int:
-    """A non-negative int count (TypeError for other types, ValueError if negative or too large)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, not bool")
-    try:
-        n = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
-    if n < 0 or n >= 2**63:
-        raise ValueError(f"{what} must be between 0 and 2**63 - 1, not {n}")
-    return n
 
 
 @register(lib.TETHER_RESOURCE_KIND_FIXED_SIZE)

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Callable, cast
 
 from . import _callbacks
-from ._errors import check
+from ._convert import c_string
+from ._errors import TetherError, check
 from ._ffi import ffi, lib
-from ._resources import Resource, UpstreamAdaptor, _alias, create, register
+from ._handle import Handle
+from ._resources import Resource, UpstreamAdaptor, _alias, create, query_struct, register, struct_tuple
 
 #: The header line of every log (the columns of each line that follows).
 LOG_HEADER = "time_ns,thread,action,pointer,size,stream,status"
+
+
+class LoggingInfo(struct_tuple("tether_logging_info_t")):  # type: ignore[misc]
+    """What a LoggingAdaptor wrote to its file (``tether_logging_info_t``): ``lines`` logged
+    (the header included), ``lost_lines`` that a failed write dropped, and ``error``, the errno
+    of a failure no successful flush has cleared yet (0 if none)."""
+
+    __slots__ = ()
 
 
 @register(lib.TETHER_RESOURCE_KIND_LOGGING)
@@ -29,8 +40,14 @@ class LoggingAdaptor(UpstreamAdaptor):
     Give ``path``, ``callback`` or both. The log starts with the header
     :py:data:`tether.LOG_HEADER` (``time_ns,thread,action,pointer,size,stream,status``);
     see :doc:`/resources/logging` for the columns. Failed allocations and
-    refused frees are logged too. The file is flushed by :py:meth:`flush` and
-    when the C adaptor is destroyed.
+    refused frees are logged too. The file is flushed by :py:meth:`flush`,
+    :py:meth:`close` and when the C adaptor is destroyed.
+
+    Write errors (a full disk, ``/dev/full``) never pass in silence: the lines
+    a failed write carried are lost and counted (:py:meth:`logging_info`),
+    and every later :py:meth:`flush` and :py:meth:`close` raises
+    :py:exc:`tether.InternalError` until a flush writes again; a finalizer
+    warns (``RuntimeWarning``) instead. See :doc:`/resources/logging`.
     """
 
     __slots__ = ()
@@ -48,7 +65,7 @@ class LoggingAdaptor(UpstreamAdaptor):
         check(lib.tether_logging_options_init(opts, ffi.sizeof("tether_logging_options_t")))
         keep = None
         if path is not None:
-            keep = ffi.new("char[]", os.fsencode(path))
+            keep = ffi.new("char[]", c_string(path, "path", path=True))
             opts.path = keep
         context = None
         if callback is not None:
@@ -64,5 +81,50 @@ class LoggingAdaptor(UpstreamAdaptor):
             raise
 
     def flush(self) -> None:
-        """Write out the lines the log file buffers (nothing to do for a callback)."""
+        """Write out the lines the log file buffers (nothing to do for a callback).
+
+        Raises :py:exc:`tether.InternalError` naming the path, the reason and
+        the lines lost so far if a write failed, now or earlier, until a flush
+        writes pending lines again.
+        """
         self._check(lib.tether_logging_adaptor_flush(self._live()))
+
+    def logging_info(self) -> LoggingInfo:
+        """How many lines were logged to the file and how many of them were lost."""
+        info: LoggingInfo = LoggingInfo.from_struct(
+            query_struct("tether_logging_info_t", lib.tether_logging_adaptor_get_info, self))
+        return info
+
+    def _final_flush(self) -> TetherError | None:
+        """Flush before this object's reference goes: the error, if the log lost lines."""
+        h = getattr(self, "_h", None)
+        if h is None:
+            return None
+        try:
+            check(lib.tether_logging_adaptor_flush(h))
+        except TetherError as e:
+            return e
+        return None
+
+    def close(self) -> None:
+        """Flush the log and give this object's reference back (idempotent).
+
+        Raises :py:exc:`tether.InternalError` (after giving the reference
+        back) if the log lost lines; other holders of the adaptor (a pool over
+        it, another wrapper) keep it alive, and the C adaptor flushes again
+        when it is destroyed.
+        """
+        error = self._final_flush()
+        Handle.close(self)
+        if error is not None:
+            raise error
+
+    def __del__(self) -> None:
+        try:
+            error = self._final_flush()
+            if error is not None:
+                warnings.warn(f"tether.LoggingAdaptor finalized with lost log lines: {error}", RuntimeWarning,
+                              stacklevel=2)
+        except BaseException:  # noqa: BLE001 - a finalizer never raises (interpreter shutdown included)
+            pass
+        Handle.close(self)

@@ -265,7 +265,11 @@ class Resource(Handle):
     def spec(self) -> str:
         """A spec naming this resource's whole stack (``tether.from_spec(r.spec)`` rebuilds it).
 
-        ``str(resource)`` gives the same text.
+        Raises :py:exc:`tether.NotSupportedError` for a stack no spec can name
+        (a CallbackResource or FailureCallbackAdaptor in it, a LoggingAdaptor
+        with a callback, a bin given as a resource, nested deeper than specs
+        may be, a path that is not UTF-8): see the "Resource specs" page.
+        ``str(resource)`` gives the same text when there is one.
         """
         from ._spec import spec_of
         h = self._live()
@@ -277,9 +281,13 @@ class Resource(Handle):
             raise
 
     def __str__(self) -> str:
+        """The spec, or the repr() when no spec can name the stack (never raises)."""
         if getattr(self, "_h", None) is None:
             return repr(self)
-        return self.spec
+        try:
+            return self.spec
+        except Exception:  # noqa: BLE001 - str() and repr() never raise
+            return repr(self)
 
     @property
     def upstream(self) -> "Resource | None":
@@ -378,7 +386,11 @@ class Resource(Handle):
         if h is None:
             return f"<tether.{type(self).__name__} (closed)>"
         where = "host" if self._device == lib.TETHER_DEVICE_HOST else f"device {self._device}"
-        return (f"<tether.{type(self).__name__} '{self.name}' {where} "
+        try:
+            name = self.name
+        except Exception:  # noqa: BLE001 - closed by another thread meanwhile: repr never raises
+            name = "?"
+        return (f"<tether.{type(self).__name__} '{name}' {where} "
                 f"handle=0x{int(ffi.cast('uintptr_t', h)):x}>")
 
 @_register(lib.TETHER_RESOURCE_KIND_HOST)

@@ -26,24 +26,21 @@ def from_spec(spec: str) -> "Resource":
     parameter, and what the resources' constructors raise otherwise
     (``NoDeviceError`` without a GPU, ``OutOfMemoryError``, ...).
     """
+    from ._convert import c_string
     from ._resources import create
     if not isinstance(spec, str):
         raise TypeError(f"spec must be a str, not {type(spec).__name__}")
-    try:
-        raw = spec.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"spec: cannot encode {spec!r} as UTF-8") from e
-    if b"\0" in raw:
-        raise ValueError("spec must not contain NUL characters")
-    return create(lib.tether_resource_create_from_spec, raw)
+    return create(lib.tether_resource_create_from_spec, c_string(spec, "spec"))
 
 
 def spec_of(handle: Any) -> str:
-    """The spec of a live resource handle (cdata), via ``tether_resource_get_spec``."""
+    """The spec of a live resource handle (cdata), via ``tether_resource_get_spec``.
+
+    NotSupportedError for a stack no spec can name (a callback resource, ...)."""
     n = ffi.new("size_t*")
     check(lib.tether_resource_get_spec(handle, ffi.NULL, 0, n))
     while True:
         buf = ffi.new("char[]", n[0] + 1)
         check(lib.tether_resource_get_spec(handle, buf, n[0] + 1, n))
         if n[0] < len(buf):
-            return str(ffi.string(buf).decode("utf-8", "replace"))
+            return str(ffi.string(buf).decode("utf-8"))  # the library writes only UTF-8 specs

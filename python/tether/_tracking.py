@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from ._convert import bool_value
 from ._errors import InvalidArgumentError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, UpstreamAdaptor, create, register
@@ -61,11 +62,10 @@ class TrackingAdaptor(UpstreamAdaptor):
     def __init__(self, upstream: Resource | None = None, capture_stacks: bool = False, *,
                  upstream_mr: Resource | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        if not isinstance(capture_stacks, bool):
-            raise TypeError(f"capture_stacks must be a bool, not {type(capture_stacks).__name__}")
+        stacks = bool_value(capture_stacks, "capture_stacks")
         opts = ffi.new("tether_tracking_options_t*")
         check(lib.tether_tracking_options_init(opts, ffi.sizeof("tether_tracking_options_t")))
-        opts.capture_stacks = 1 if capture_stacks else 0
+        opts.capture_stacks = stacks
         self._init_from(create(lib.tether_tracking_adaptor_create, up, opts))
 
     def outstanding(self) -> list[TrackingRecord]:

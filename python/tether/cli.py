@@ -24,6 +24,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, NoReturn, Sequence
 
+from ._convert import SIZE_MAX, excerpt
 from ._ffi import ffi, lib
 
 EXIT_OK, EXIT_FAILED_ALLOCATION, EXIT_USAGE = 0, 1, 2
@@ -111,16 +112,21 @@ def _with_footprint(spec: str) -> tuple[Any, Any, str]:
     """Build ``spec`` with a statistics adaptor right above its leaf (what the stack
     holds from upstream). Returns (outermost resource, that adaptor or None, the
     canonical spec of the stack as the user named it)."""
+    from ._errors import NotSupportedError
     from ._spec import from_spec
     r = from_spec(spec)
     chain = [r]
     while (up := chain[-1].upstream) is not None:
         chain.append(up)
-    leaf = chain[-1].spec
-    canonical = r.spec
+    named = True
+    try:
+        leaf = chain[-1].spec
+        canonical = r.spec
+    except NotSupportedError:  # a stack no spec names again: measured without the footprint
+        named, leaf, canonical = False, "", spec
     for x in chain[1:]:
         x.close()
-    if len(chain) == 1 or canonical.count(leaf) != 1:
+    if not named or len(chain) == 1 or canonical.count(leaf) != 1:
         return r, None, canonical  # a leaf alone (its footprint is its live bytes) or an ambiguous text
     r.close()
     r = from_spec(canonical.replace(leaf, f"statistics({leaf})", 1))
@@ -240,7 +246,9 @@ def read_log(path: str) -> Trace:
     """A logging adaptor's CSV (``LoggingAdaptor``) as replay operations; raises
     UsageError naming the line of anything malformed."""
     try:
-        f = open(path, newline="", encoding="utf-8")
+        # surrogateescape: a byte that is not UTF-8 makes a malformed field
+        # (reported with its line below), never a UnicodeDecodeError.
+        f = open(path, newline="", encoding="utf-8", errors="surrogateescape")
     except OSError as e:
         raise UsageError(f"LOG: cannot open {path!r}: {e.strerror}") from None
     with f:
@@ -252,7 +260,7 @@ def read_log(path: str) -> Trace:
         except csv.Error as e:
             raise UsageError(f"{path}:1: {e}") from None
         if [h.strip() for h in header] != _HEADER:
-            raise UsageError(f"{path}:1: not a tether log: the header is {','.join(header)!r}, "
+            raise UsageError(f"{path}:1: not a tether log: the header is {excerpt(','.join(header))}, "
                              f"expected {','.join(_HEADER)!r}")
         threads: dict[str, int] = {}
         streams: dict[int, int] = {0: 0}
@@ -275,7 +283,7 @@ def read_log(path: str) -> Trace:
                 try:
                     stamp = int(row[0].strip())
                 except ValueError:
-                    raise UsageError(f"{path}:{line}: the time is not a number: {row!r}") from None
+                    raise UsageError(f"{path}:{line}: the time is not a number: {excerpt(row)}") from None
                 rows.append((stamp, line, row))
         except csv.Error as e:
             raise UsageError(f"{path}:{reader.line_num}: {e}") from None
@@ -288,9 +296,10 @@ def read_log(path: str) -> Trace:
                     n = int(size)
                     s = int(stream)
                 except ValueError:
-                    raise UsageError(f"{path}:{line}: pointer, size or stream is not a number: {row!r}") from None
-                if n < 0 or s < 0:
-                    raise UsageError(f"{path}:{line}: negative size or stream")
+                    raise UsageError(f"{path}:{line}: pointer, size or stream is not a number: {excerpt(row)}") from None
+                for value, column in ((ptr, "pointer"), (n, "size"), (s, "stream")):
+                    if not 0 <= value <= SIZE_MAX:
+                        raise UsageError(f"{path}:{line}: the {column} {excerpt(value)} is outside [0, 2**64)")
                 if thread not in threads:
                     if len(threads) >= MAX_THREADS:
                         raise UsageError(f"{path}:{line}: more than {MAX_THREADS} threads in the log")
@@ -321,7 +330,7 @@ def read_log(path: str) -> Trace:
                     t.ops.append((lib.TETHER_REPLAY_DEALLOCATE, slot, 0, ti, si))
                     t.lines.append(line)
                 else:
-                    raise UsageError(f"{path}:{line}: unknown action {action!r} (allocate or free)")
+                    raise UsageError(f"{path}:{line}: unknown action {excerpt(action)} (allocate or free)")
         except csv.Error as e:
             raise UsageError(f"{path}:{reader.line_num}: {e}") from None
         t.slot_count = next_slot
@@ -456,6 +465,8 @@ def _check_spec(spec: str, what: str) -> None:
         from_spec(spec).close()
     except (TetherError, ValueError, TypeError) as e:
         raise UsageError(f"{what}: {e}") from None
+    except OSError as e:  # argv that is not text
+        raise UsageError(f"{what}: {excerpt(spec)}: {e}") from None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -529,10 +540,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     specs = [args.spec] + ([args.compare] if args.compare else [])
     for s, what in zip(specs, ("--spec", "--compare")):
         _check_spec(s, what)
+    from ._errors import TetherError
     results = []
-    for s in specs:
-        results.append(run_replay(s, trace.ops, trace.slot_count, trace.threads, stream_count=trace.streams,
-                                  samples=200))
+    for s, what in zip(specs, ("--spec", "--compare")):
+        try:
+            results.append(run_replay(s, trace.ops, trace.slot_count, trace.threads, stream_count=trace.streams,
+                                      samples=200))
+        except (TetherError, ValueError, TypeError) as e:
+            raise UsageError(f"{what}: {e}") from None
     failed_any = any(r.failed_allocations for r in results)
     if args.json:
         out = {"log": args.log, "operations": len(trace.ops), "threads": trace.threads, "streams": trace.streams,

@@ -199,6 +199,139 @@ static void host_default_from_environment(void) {
   unsetenv("TETHER_RESOURCE_HOST");
 }
 
+/* Bins added after creation are part of the spec (bins='...'); rebuilding routes the same. */
+static void binning_bins_round_trip(void) {
+  tether_resource_t *host, *fallback, *bin, *r, *back;
+  REQUIRE_OK(tether_host_resource_create(&host));
+  REQUIRE_OK(tether_pool_resource_create(host, NULL, &fallback));
+  tether_binning_options_t o = TETHER_BINNING_OPTIONS_INIT;
+  o.fallback = fallback;
+  REQUIRE_OK(tether_binning_resource_create(host, &o, &r));
+  CHECK_OK(tether_binning_resource_add_bin(r, 4096, NULL));
+  CHECK_OK(tether_binning_resource_add_bin(r, 65536, NULL));
+  char first[256];
+  snprintf(first, sizeof first, "%s", spec_of(r));
+  CHECK(strcmp(first, "binning(host, fallback=pool(host), bins='4KiB,64KiB')") == 0);
+  REQUIRE_OK(tether_resource_create_from_spec(first, &back));
+  size_t sizes[4] = {0}, count = 0;
+  CHECK_OK(tether_binning_get_bin_sizes(back, sizes, 4, &count));
+  CHECK(count == 2 && sizes[0] == 4096 && sizes[1] == 65536);
+  CHECK(strcmp(spec_of(back), first) == 0);
+  tether_resource_release(back);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_create_from_spec("binning(host, bins='4KiB,,8KiB')", &back),
+              "bins");
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_create_from_spec("binning(host, bins='4KiB,4KiB')", &back),
+              "cannot add a bin");
+  /* a bin given as a resource cannot be written: NOT_SUPPORTED, never a spec that routes differently */
+  REQUIRE_OK(tether_host_resource_create(&bin));
+  CHECK_OK(tether_binning_resource_add_bin(r, 1 << 20, bin));
+  size_t n = 0;
+  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_resource_get_spec(r, NULL, 0, &n), "bin given as a resource");
+  tether_resource_release(bin);
+  tether_resource_release(r);
+  tether_resource_release(fallback);
+  tether_resource_release(host);
+}
+
+/* Paths are quoted with any quote doubled, so every UTF-8 path round-trips. */
+static void paths_are_quoted(void) {
+  const char* dir = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/te'st \"q\" \xc3\xa9.log", dir && *dir ? dir : "/tmp");
+  tether_resource_t *host, *r, *back;
+  REQUIRE_OK(tether_host_resource_create(&host));
+  tether_logging_options_t o = TETHER_LOGGING_OPTIONS_INIT;
+  o.path = path;
+  REQUIRE_OK(tether_logging_adaptor_create(host, &o, &r));
+  char first[1024];
+  snprintf(first, sizeof first, "%s", spec_of(r));
+  CHECK(strstr(first, "te''st \"q\"") != NULL);
+  REQUIRE_OK(tether_resource_create_from_spec(first, &back));
+  CHECK(strcmp(spec_of(back), first) == 0);
+  tether_resource_release(back);
+  tether_resource_release(r);
+  remove(path);
+  /* a path that is not UTF-8 cannot be named by a spec (text in every frontend): refused */
+  snprintf(path, sizeof path, "%s/bad\xff.log", dir && *dir ? dir : "/tmp");
+  REQUIRE_OK(tether_logging_adaptor_create(host, &o, &r));
+  size_t n = 0;
+  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_resource_get_spec(r, NULL, 0, &n), "UTF-8");
+  tether_resource_release(r);
+  remove(path);
+  tether_resource_release(host);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_resource_create_from_spec("pool(host, initial_size='1''", &r),
+              "unterminated quote");
+}
+
+static tether_status_t no_alloc(void* user, size_t size, size_t alignment, tether_stream_t stream, void** out) {
+  (void)user, (void)size, (void)alignment, (void)stream, (void)out;
+  return TETHER_ERROR_OUT_OF_MEMORY;
+}
+static tether_status_t no_free(void* user, void* p, size_t size, size_t alignment, tether_stream_t stream) {
+  (void)user, (void)p, (void)size, (void)alignment, (void)stream;
+  return TETHER_OK;
+}
+
+/* What no spec can name says so (NOT_SUPPORTED), and one depth limit holds for writing and parsing. */
+static void specs_refuse_what_they_cannot_name(void) {
+  tether_callback_vtable_t v = TETHER_CALLBACK_VTABLE_INIT;
+  v.allocate = no_alloc;
+  v.deallocate = no_free;
+  tether_resource_t *cb, *binning, *top;
+  REQUIRE_OK(tether_callback_resource_create(&v, NULL, NULL, &cb));
+  size_t n = 0;
+  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_resource_get_spec(cb, NULL, 0, &n), "callback");
+  tether_binning_options_t o = TETHER_BINNING_OPTIONS_INIT;
+  o.fallback = cb;
+  REQUIRE_OK(tether_binning_resource_create(cb, &o, &binning));
+  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_resource_get_spec(binning, NULL, 0, &n), "callback");
+  tether_resource_release(binning);
+  tether_resource_release(cb);
+  /* 16 adaptors over host are written and parse back; a 17th is refused both ways */
+  REQUIRE_OK(tether_host_resource_create(&top));
+  for (int i = 0; i < 17; ++i) {
+    tether_resource_t* next = NULL;
+    REQUIRE_OK(tether_statistics_adaptor_create(top, &next));
+    tether_resource_release(top);
+    top = next;
+    char spec[1024];
+    if (i < 16) {
+      CHECK_OK(tether_resource_get_spec(top, spec, sizeof spec, &n));
+      tether_resource_t* back = NULL;
+      CHECK_OK(tether_resource_create_from_spec(spec, &back));
+      tether_resource_release(back);
+    } else {
+      CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_resource_get_spec(top, spec, sizeof spec, &n), "16 deep");
+    }
+  }
+  tether_resource_release(top);
+}
+
+/* A blank variable counts as unset; a huge one is quoted, not echoed whole. */
+static void environment_blank_and_huge(void) {
+  tether_resource_t *r = NULL, *prev = NULL;
+  setenv("TETHER_RESOURCE_HOST", " \t ", 1);
+  CHECK_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, &prev));
+  tether_resource_release(prev);
+  CHECK_OK(tether_current_resource_get(TETHER_DEVICE_HOST, &r));
+  CHECK(r != NULL && strcmp(tether_resource_get_name(r), "host") == 0);
+  tether_resource_release(r);
+  char* huge = malloc(120001);
+  REQUIRE(huge != NULL);
+  memset(huge, 'x', 120000);
+  huge[120000] = '\0';
+  setenv("TETHER_RESOURCE_HOST", huge, 1);
+  free(huge);
+  CHECK_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, &prev));
+  tether_resource_release(prev);
+  r = NULL;
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_current_resource_get(TETHER_DEVICE_HOST, &r), "(120000 bytes)");
+  CHECK(strlen(tether_last_error_message()) < 1000);
+  unsetenv("TETHER_RESOURCE_HOST");
+  CHECK_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, &prev));
+  tether_resource_release(prev);
+}
+
 int main(void) {
   RUN(builds_a_host_stack);
   RUN(round_trips);
@@ -206,5 +339,9 @@ int main(void) {
   RUN(errors_name_position_and_token);
   RUN(cuda_specs);
   RUN(host_default_from_environment);
+  RUN(binning_bins_round_trip);
+  RUN(paths_are_quoted);
+  RUN(specs_refuse_what_they_cannot_name);
+  RUN(environment_blank_and_huge);
   return tt_finish("test_spec");
 }

@@ -71,9 +71,37 @@ TETHER_API tether_status_t tether_logging_adaptor_create(tether_resource_t* upst
 
 /**
  * Write out the lines the log file buffers. A no-op for a callback-only adaptor.
- * Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor.
+ * A write that fails (a full disk, a closed pipe, EIO) drops the lines it
+ * carried, which tether_logging_adaptor_get_info() counts as lost_lines. The
+ * failure is never forgotten: from then on every flush returns INTERNAL with
+ * a message naming the path, the reason and the lines lost so far, until a
+ * flush writes pending lines successfully again. When the adaptor is destroyed
+ * the log is flushed once more, and a log that lost lines no flush reported is
+ * reported on stderr. Callback lines are never lost (the callback runs at once).
+ * Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor;
+ * INTERNAL as above.
  */
 TETHER_API tether_status_t tether_logging_adaptor_flush(tether_resource_t* resource);
+
+/** What a logging adaptor wrote and lost. Initialise struct_size (TETHER_LOGGING_INFO_INIT). */
+typedef struct tether_logging_info {
+  uint32_t struct_size;
+  /** Lines logged to the file so far, the header included (0 without a path). */
+  uint64_t lines;
+  /** Of those, the lines a failed write dropped. */
+  uint64_t lost_lines;
+  /** The errno of a write failure that no successful flush has cleared yet, else 0. */
+  int32_t error;
+} tether_logging_info_t;
+
+#define TETHER_LOGGING_INFO_INIT { sizeof(tether_logging_info_t), 0, 0, 0 }
+
+/**
+ * Write the adaptor's counts into *out (struct_size set by the caller). Borrows `resource`.
+ * Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor;
+ * INVALID_ARGUMENT for a NULL out; VERSION_MISMATCH for a too small struct_size.
+ */
+TETHER_API tether_status_t tether_logging_adaptor_get_info(tether_resource_t* resource, tether_logging_info_t* out);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 // name ("TETHER_OK", "TETHER_ERROR_OUT_OF_MEMORY", ...).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -33,7 +34,19 @@ struct LoggingOptions {
 ResourcePtr make_logging_adaptor(ResourcePtr upstream, LoggingOptions options);
 
 // Write out buffered lines (the file's; a sink has none). NOT_SUPPORTED for
-// resources that are not logging adaptors.
+// resources that are not logging adaptors. A failed write drops the lines it
+// carried (counted in LogInfo::lost_lines); from then on every flush throws
+// Error(INTERNAL) naming the path, the reason and the count, until a flush
+// writes pending lines successfully. The destructor's last flush reports a
+// log that lost lines on stderr unless a flush already threw for it.
 void flush_log(Resource& r);
+
+struct LogInfo {
+  std::uint64_t lines = 0;       // lines logged to the file (the header included)
+  std::uint64_t lost_lines = 0;  // lines a failed write dropped
+  int error = 0;                 // errno of the failure not yet cleared by a flush, 0 if none
+};
+// NOT_SUPPORTED for resources that are not logging adaptors.
+LogInfo log_info(const Resource& r);
 
 }  // namespace tether::core
