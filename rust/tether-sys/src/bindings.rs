@@ -15,6 +15,7 @@ pub const TETHER_IPC_HANDLE_NONE: u32 = 0;
 pub const TETHER_IPC_HANDLE_POSIX_FD: u32 = 1;
 pub const TETHER_TORCH_NULL_ON_FAILURE: u32 = 1;
 pub const TETHER_TORCH_BOUND_SLOTS: u32 = 8;
+pub const TETHER_TORCH_STATS_FIRST_SIZE: u32 = 48;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __uint64_t = ::std::os::raw::c_ulong;
@@ -1454,7 +1455,11 @@ extern "C" {
     #[doc = " Allocate `size` bytes from the current resource of `device` (a CUDA device"]
     #[doc = " id, or TETHER_DEVICE_HOST) at the time of the call, ordered on `stream`"]
     #[doc = " (a cudaStream_t). The allocation holds a reference to that resource until"]
-    #[doc = " tether_torch_deallocate. Throws on failure (see the header comment)."]
+    #[doc = " tether_torch_deallocate. Out of memory is retried once after"]
+    #[doc = " tether_torch_empty_cache (counted in num_alloc_retries, as PyTorch's caching"]
+    #[doc = " allocator frees its cache and retries). While a CUDA graph pool is active"]
+    #[doc = " (tether_torch_begin_allocate_to_pool) an allocation its filter selects comes"]
+    #[doc = " from that pool instead. Throws on failure (see the header comment)."]
     pub fn tether_torch_allocate(
         size: usize,
         device: ::std::os::raw::c_int,
@@ -1569,12 +1574,16 @@ pub struct tether_torch_stats {
     pub failures: u64,
     #[doc = "< frees of pointers these entry points did not hand out"]
     pub unknown_frees: u64,
+    #[doc = "< tether_torch_record_stream calls on pointers not outstanding"]
+    pub unknown_records: u64,
+    #[doc = "< streams recorded on allocations (duplicates and the allocation stream not counted)"]
+    pub recorded_streams: u64,
 }
 #[test]
 fn bindgen_test_layout_tether_torch_stats() {
     assert_eq!(
         ::std::mem::size_of::<tether_torch_stats>(),
-        48usize,
+        64usize,
         concat!("Size of: ", stringify!(tether_torch_stats))
     );
     assert_eq!(
@@ -1684,12 +1693,443 @@ fn bindgen_test_layout_tether_torch_stats() {
         );
     }
     test_field_unknown_frees();
+    fn test_field_unknown_records() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).unknown_records) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_stats),
+                "::",
+                stringify!(unknown_records)
+            )
+        );
+    }
+    test_field_unknown_records();
+    fn test_field_recorded_streams() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).recorded_streams) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_stats),
+                "::",
+                stringify!(recorded_streams)
+            )
+        );
+    }
+    test_field_recorded_streams();
 }
 #[doc = " What the PyTorch entry points hold and have seen (tether_torch_get_stats)."]
 pub type tether_torch_stats_t = tether_torch_stats;
 extern "C" {
     #[doc = " Fill *out (struct_size set by the caller). Errors: INVALID_ARGUMENT, VERSION_MISMATCH."]
     pub fn tether_torch_get_stats(out: *mut tether_torch_stats_t) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Tensor.record_stream (set_record_stream_fn: void(void*, cudaStream_t)):"]
+    #[doc = " `ptr` (an outstanding allocation of these entry points) is also used on"]
+    #[doc = " `stream`. Its later tether_torch_deallocate frees it so that the memory is"]
+    #[doc = " handed out again, on any stream, only after the work enqueued on the"]
+    #[doc = " allocation's stream and on every recorded stream before the free is done"]
+    #[doc = " (Resource deallocate_after; no host blocking). Recording the allocation's"]
+    #[doc = " own stream, or a stream again, changes nothing. A pointer that is not"]
+    #[doc = " outstanding (never allocated here, already freed, NULL) is ignored and"]
+    #[doc = " counted in unknown_records. Host memory records too (its free is immediate,"]
+    #[doc = " as host memory has no stream order)."]
+    pub fn tether_torch_record_stream(
+        ptr: *mut ::std::os::raw::c_void,
+        stream: *mut ::std::os::raw::c_void,
+    );
+}
+extern "C" {
+    #[doc = " torch.cuda.empty_cache (set_reset_fn: void()): give unused memory back"]
+    #[doc = " upstream (tether_resource_trim) in every bound resource and in the current"]
+    #[doc = " resource of the host and of every CUDA device (as the calling thread sees"]
+    #[doc = " it). Memory of CUDA graph pools that a graph still uses is never trimmed."]
+    pub fn tether_torch_empty_cache();
+}
+extern "C" {
+    #[doc = " torch.cuda.set_per_process_memory_fraction (set_memory_fraction_fn:"]
+    #[doc = " void(double, int)): from now on an allocation on `device` that would take"]
+    #[doc = " the bytes these entry points hold on it beyond fraction x the device's total"]
+    #[doc = " memory (cuMemGetInfo; for TETHER_DEVICE_HOST the physical host memory)"]
+    #[doc = " fails as out of memory (see the header comment: thrown, or NULL for a"]
+    #[doc = " TETHER_TORCH_NULL_ON_FAILURE slot) and counts in num_ooms. Allocations below"]
+    #[doc = " the limit are unaffected, and so is memory already held. `fraction` must be"]
+    #[doc = " in [0, 1]; 1 still limits to the device's total. Ignored (with the reason"]
+    #[doc = " in the thread's error message) for a bad fraction or device."]
+    pub fn tether_torch_set_memory_fraction(fraction: f64, device: ::std::os::raw::c_int);
+}
+#[doc = " A PyTorch memory-pool id (c10::cuda::MempoolId_t: a std::pair of two"]
+#[doc = " unsigned long long, which the C++ ABI passes by value like this struct)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_torch_mempool_id {
+    pub first: u64,
+    pub second: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_torch_mempool_id() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_torch_mempool_id>(),
+        16usize,
+        concat!("Size of: ", stringify!(tether_torch_mempool_id))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_torch_mempool_id>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_torch_mempool_id))
+    );
+    fn test_field_first() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_mempool_id>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).first) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_mempool_id),
+                "::",
+                stringify!(first)
+            )
+        );
+    }
+    test_field_first();
+    fn test_field_second() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_mempool_id>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).second) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_mempool_id),
+                "::",
+                stringify!(second)
+            )
+        );
+    }
+    test_field_second();
+}
+#[doc = " A PyTorch memory-pool id (c10::cuda::MempoolId_t: a std::pair of two"]
+#[doc = " unsigned long long, which the C++ ABI passes by value like this struct)."]
+pub type tether_torch_mempool_id_t = tether_torch_mempool_id;
+extern "C" {
+    #[doc = " CUDA graphs (set_begin_allocate_to_pool: void(int, MempoolId_t,"]
+    #[doc = " std::function<bool(cudaStream_t)>)): until the matching"]
+    #[doc = " tether_torch_end_allocate_to_pool, an allocation on `device` whose stream"]
+    #[doc = " `filter` accepts (for torch.cuda.graph: the streams of that capture) comes"]
+    #[doc = " from the private pool of `id`: memory that is never handed to an allocation"]
+    #[doc = " outside the pool's captures (later ones on the capture stream included)"]
+    #[doc = " until every graph using the pool released it (tether_torch_release_pool)"]
+    #[doc = " and its last allocation was freed. Graphs sharing an id share the pool"]
+    #[doc = " (torch.cuda.graph(g, pool=...)). The private pool takes memory with"]
+    #[doc = " cuMemAlloc of `device` (host memory for TETHER_DEVICE_HOST), with the"]
+    #[doc = " thread's capture mode relaxed as PyTorch's allocator does, so it may grow"]
+    #[doc = " during a capture; it does not come from a bound or current resource, since"]
+    #[doc = " a stream-ordered resource cannot grow inside a capture. Within the pool,"]
+    #[doc = " memory is reused in free order whatever the stream, as in PyTorch's"]
+    #[doc = " private pools."]
+    #[doc = ""]
+    #[doc = " `filter` is PyTorch's C++ std::function object passed by value (the C++ ABI"]
+    #[doc = " passes its address); it is copied and called only by a libtether built"]
+    #[doc = " with libstdc++, the library PyTorch's Linux wheels use. Other builds throw"]
+    #[doc = " std::runtime_error here (PyTorch raises RuntimeError before the capture"]
+    #[doc = " starts). C callers use tether_torch_begin_allocate_to_pool_filter. This"]
+    #[doc = " function throws (C++ only) when the pool cannot be set up."]
+    pub fn tether_torch_begin_allocate_to_pool(
+        device: ::std::os::raw::c_int,
+        id: tether_torch_mempool_id_t,
+        filter: *mut ::std::os::raw::c_void,
+    );
+}
+#[doc = " A stream filter for tether_torch_begin_allocate_to_pool_filter: nonzero routes the allocation on `stream` to the pool."]
+pub type tether_torch_stream_filter_t = ::std::option::Option<
+    unsafe extern "C" fn(
+        stream: *mut ::std::os::raw::c_void,
+        user: *mut ::std::os::raw::c_void,
+    ) -> ::std::os::raw::c_int,
+>;
+extern "C" {
+    #[doc = " tether_torch_begin_allocate_to_pool for C: `filter(stream, user)` decides"]
+    #[doc = " (called from the allocating thread during allocations until the matching"]
+    #[doc = " end; `user` is borrowed and must stay valid until then). Errors: INVALID_ARGUMENT (NULL filter, a"]
+    #[doc = " device that is neither a CUDA device nor TETHER_DEVICE_HOST), NO_DEVICE,"]
+    #[doc = " OUT_OF_MEMORY."]
+    pub fn tether_torch_begin_allocate_to_pool_filter(
+        device: ::std::os::raw::c_int,
+        id: tether_torch_mempool_id_t,
+        filter: tether_torch_stream_filter_t,
+        user: *mut ::std::os::raw::c_void,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " set_end_allocate_to_pool_fn (void(int, MempoolId_t)): stop routing to `id`'s"]
+    #[doc = " pool the allocations that the filters of its begin calls on `device` selected"]
+    #[doc = " (every begin of that device and id ends). The pool keeps its memory. Unknown"]
+    #[doc = " ids are ignored."]
+    pub fn tether_torch_end_allocate_to_pool(
+        device: ::std::os::raw::c_int,
+        id: tether_torch_mempool_id_t,
+    );
+}
+extern "C" {
+    #[doc = " set_release_pool (void(int, MempoolId_t)): one graph using `id`'s pool on"]
+    #[doc = " `device` lets go of it (one call per begin). Once every begin was released,"]
+    #[doc = " the pool returns its memory when its last allocation is freed (at once if"]
+    #[doc = " none is outstanding). Unknown ids are ignored."]
+    pub fn tether_torch_release_pool(device: ::std::os::raw::c_int, id: tether_torch_mempool_id_t);
+}
+#[doc = " Per-device figures of the PyTorch entry points (tether_torch_get_device_stats)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_torch_device_stats {
+    #[doc = "< sizeof(tether_torch_device_stats_t), set by the caller"]
+    pub struct_size: u32,
+    #[doc = "< bytes allocated on the device and not freed"]
+    pub allocated_bytes: u64,
+    #[doc = "< the most allocated_bytes has been"]
+    pub peak_allocated_bytes: u64,
+    #[doc = "< allocated_bytes, plus the free bytes held by graph pools"]
+    pub reserved_bytes: u64,
+    #[doc = "< the most reserved_bytes has been (seen at allocations)"]
+    pub peak_reserved_bytes: u64,
+    #[doc = "< allocations not freed"]
+    pub allocation_count: u64,
+    #[doc = "< the most allocation_count has been"]
+    pub peak_allocation_count: u64,
+    #[doc = "< allocations that failed for lack of memory (fraction limit included)"]
+    pub num_ooms: u64,
+    #[doc = "< out-of-memory allocations retried after an empty_cache"]
+    pub num_alloc_retries: u64,
+    #[doc = "< the fraction limit in bytes; UINT64_MAX: none"]
+    pub memory_limit: u64,
+    #[doc = "< graph pools of the device not yet released"]
+    pub graph_pools: u64,
+}
+#[test]
+fn bindgen_test_layout_tether_torch_device_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_torch_device_stats>(),
+        88usize,
+        concat!("Size of: ", stringify!(tether_torch_device_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_torch_device_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_torch_device_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_allocated_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allocated_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(allocated_bytes)
+            )
+        );
+    }
+    test_field_allocated_bytes();
+    fn test_field_peak_allocated_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_allocated_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(peak_allocated_bytes)
+            )
+        );
+    }
+    test_field_peak_allocated_bytes();
+    fn test_field_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(reserved_bytes)
+            )
+        );
+    }
+    test_field_reserved_bytes();
+    fn test_field_peak_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_reserved_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(peak_reserved_bytes)
+            )
+        );
+    }
+    test_field_peak_reserved_bytes();
+    fn test_field_allocation_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).allocation_count) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(allocation_count)
+            )
+        );
+    }
+    test_field_allocation_count();
+    fn test_field_peak_allocation_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peak_allocation_count) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(peak_allocation_count)
+            )
+        );
+    }
+    test_field_peak_allocation_count();
+    fn test_field_num_ooms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_ooms) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(num_ooms)
+            )
+        );
+    }
+    test_field_num_ooms();
+    fn test_field_num_alloc_retries() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_alloc_retries) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(num_alloc_retries)
+            )
+        );
+    }
+    test_field_num_alloc_retries();
+    fn test_field_memory_limit() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).memory_limit) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(memory_limit)
+            )
+        );
+    }
+    test_field_memory_limit();
+    fn test_field_graph_pools() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_torch_device_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).graph_pools) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_torch_device_stats),
+                "::",
+                stringify!(graph_pools)
+            )
+        );
+    }
+    test_field_graph_pools();
+}
+#[doc = " Per-device figures of the PyTorch entry points (tether_torch_get_device_stats)."]
+pub type tether_torch_device_stats_t = tether_torch_device_stats;
+extern "C" {
+    #[doc = " Fill *out with `device`'s figures (a CUDA device id below 64, or"]
+    #[doc = " TETHER_DEVICE_HOST; struct_size set by the caller). Errors:"]
+    #[doc = " INVALID_ARGUMENT (device, NULL out), VERSION_MISMATCH."]
+    pub fn tether_torch_get_device_stats(
+        device: ::std::os::raw::c_int,
+        out: *mut tether_torch_device_stats_t,
+    ) -> tether_status_t;
 }
 extern "C" {
     #[doc = " Build the resource stack that `spec` (a NUL-terminated string, at most 4096"]
@@ -4132,8 +4572,120 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Write out the lines the log file buffers. A no-op for a callback-only adaptor."]
-    #[doc = " Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor."]
+    #[doc = " A write that fails (a full disk, a closed pipe, EIO) drops the lines it"]
+    #[doc = " carried, which tether_logging_adaptor_get_info() counts as lost_lines. The"]
+    #[doc = " failure is never forgotten: from then on every flush returns INTERNAL with"]
+    #[doc = " a message naming the path, the reason and the lines lost so far, until a"]
+    #[doc = " flush writes pending lines successfully again. When the adaptor is destroyed"]
+    #[doc = " the log is flushed once more, and a log that lost lines no flush reported is"]
+    #[doc = " reported on stderr. Callback lines are never lost (the callback runs at once)."]
+    #[doc = " Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor;"]
+    #[doc = " INTERNAL as above."]
     pub fn tether_logging_adaptor_flush(resource: *mut tether_resource_t) -> tether_status_t;
+}
+#[doc = " What a logging adaptor wrote and lost. Initialise struct_size (TETHER_LOGGING_INFO_INIT)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_logging_info {
+    pub struct_size: u32,
+    #[doc = " Lines logged to the file so far, the header included (0 without a path)."]
+    pub lines: u64,
+    #[doc = " Of those, the lines a failed write dropped."]
+    pub lost_lines: u64,
+    #[doc = " The errno of a write failure that no successful flush has cleared yet, else 0."]
+    pub error: i32,
+}
+#[test]
+fn bindgen_test_layout_tether_logging_info() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_logging_info>(),
+        32usize,
+        concat!("Size of: ", stringify!(tether_logging_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_logging_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_logging_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_lines() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lines) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_info),
+                "::",
+                stringify!(lines)
+            )
+        );
+    }
+    test_field_lines();
+    fn test_field_lost_lines() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lost_lines) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_info),
+                "::",
+                stringify!(lost_lines)
+            )
+        );
+    }
+    test_field_lost_lines();
+    fn test_field_error() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_logging_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).error) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_logging_info),
+                "::",
+                stringify!(error)
+            )
+        );
+    }
+    test_field_error();
+}
+#[doc = " What a logging adaptor wrote and lost. Initialise struct_size (TETHER_LOGGING_INFO_INIT)."]
+pub type tether_logging_info_t = tether_logging_info;
+extern "C" {
+    #[doc = " Write the adaptor's counts into *out (struct_size set by the caller). Borrows `resource`."]
+    #[doc = " Errors: INVALID_HANDLE; NOT_SUPPORTED if `resource` is not a logging adaptor;"]
+    #[doc = " INVALID_ARGUMENT for a NULL out; VERSION_MISMATCH for a too small struct_size."]
+    pub fn tether_logging_adaptor_get_info(
+        resource: *mut tether_resource_t,
+        out: *mut tether_logging_info_t,
+    ) -> tether_status_t;
 }
 #[doc = " Called when an allocation of `size` bytes failed with out-of-memory; return"]
 #[doc = " nonzero to try the allocation again, 0 to let it fail with"]
