@@ -57,7 +57,7 @@ run() {
   local suite=$1 mode=$2 dir=$3 seconds=$4 plugin=$5 t0 rc
   shift 5
   # no:benchmark: pytest-benchmark warns under xdist, and RMM's pytest settings make warnings errors
-  local plugins=(-p no:benchmark -p clients_record)
+  local plugins=(-p no:benchmark -p clients_record -p clients_env)
   [ -n "$plugin" ] && plugins+=(-p "$plugin")
   t0=$(date +%s)
   echo "--- $suite $mode: pytest ${plugins[*]} ${XDIST[*]} (at most ${seconds}s)"

@@ -65,6 +65,7 @@ print("CORRUPT", corrupt, "OF", TRIALS)
 
 def corrupt_count(out: str) -> int:
     line = next(ln for ln in out.splitlines() if ln.startswith("CORRUPT "))
+    print(line)  # the count, for the log (pytest -rP or -s)
     return int(line.split()[1])
 
 

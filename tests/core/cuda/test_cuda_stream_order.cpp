@@ -154,11 +154,11 @@ TEST_P(StreamOrdered, RecordedStreamsHoldTheBlockUntilTheirWorkIsDone) {
   side.synchronize();
   a.synchronize();
   EXPECT_TRUE(device_holds(q, 0xCD, kBytes, a.value())) << "the side stream's late write clobbered the new owner's";
-  // Once the side stream is done, the block is free again (an allocation drains it).
+  // Once the side stream is done, nothing waits any more (an allocation drained it).
+  mr->deallocate(q, kBytes, 0, a.value());
   void* r = mr->allocate(kBytes, 0, a.value());
   EXPECT_EQ(mr->deferred_frees(), 0u);
   mr->deallocate(r, kBytes, 0, a.value());
-  mr->deallocate(q, kBytes, 0, a.value());
 }
 
 std::vector<OrderedFactory> ordered_factories() {
