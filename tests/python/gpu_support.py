@@ -51,6 +51,21 @@ def cupy_or_skip():
     return pytest.importorskip("cupy", reason="CuPy is not installed")
 
 
+# Fixtures of the stream-order tests (test_gpu_stream_order.py, test_gpu_record_stream.py),
+# imported by name into those modules.
+@pytest.fixture(scope="module")
+def kernels():
+    cupy_or_skip()
+    return Kernels()
+
+
+@pytest.fixture(scope="module")
+def streams():
+    """Two non-blocking CuPy streams, A and B (or the side stream)."""
+    cupy = cupy_or_skip()
+    return cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+
+
 def resource_factories() -> dict:
     """name -> zero-argument constructor of every CUDA configuration of the conformance
     suite (conformance_factories.FACTORIES: the one list): CUDA resources, pools and adaptors over them."""

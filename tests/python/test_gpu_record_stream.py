@@ -10,24 +10,12 @@ from __future__ import annotations
 import pytest
 
 import tether
-from gpu_support import MiB, Kernels, cupy_or_skip
+from gpu_support import MiB, cupy_or_skip, kernels, streams  # noqa: F401 - kernels, streams: fixtures
 
 pytestmark = pytest.mark.gpu
 
 N = MiB
 SPIN_SECONDS = 0.2
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    cupy_or_skip()
-    return Kernels()
-
-
-@pytest.fixture(scope="module")
-def streams():
-    cupy = cupy_or_skip()
-    return cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
 
 
 CASES = {

@@ -19,24 +19,12 @@ import textwrap
 import pytest
 
 import tether
-from gpu_support import MiB, Kernels, cupy_or_skip
+from gpu_support import MiB, cupy_or_skip, kernels, streams  # noqa: F401 - kernels, streams: fixtures
 
 pytestmark = pytest.mark.gpu
 
 N = 3 * MiB // 2
 SPIN_SECONDS = 0.25
-
-
-@pytest.fixture(scope="module")
-def kernels():
-    cupy_or_skip()
-    return Kernels()
-
-
-@pytest.fixture(scope="module")
-def streams():
-    cupy = cupy_or_skip()
-    return cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
 
 
 def bounded_pool(upstream):
