@@ -3,7 +3,7 @@
 #   1. configure + build (Release, tests and benchmarks on)      -> $OUT/build.log
 #   2. ctest: everything, the GPU tests (label gpu) included      -> $OUT/ctest.log
 #   3. pip install the package, pytest tests/python (GPU too)     -> $OUT/pytest.log
-#   4. the GPU benchmarks (C and Python; bench_torch_train.py too) -> $OUT/bench.log
+#   4. the GPU benchmarks (C and Python; bench_torch_train.py and the Thrust sort too) -> $OUT/bench.log
 #   5. peer: the peers' C++ allocator table (.bench)              -> $OUT/peer.log
 #   6. clients: the peers' own test suites through tether (ci/gpu_clients.sh: RMM's Python tests with
 #      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
@@ -198,6 +198,11 @@ if [ "$PY_OK" = 1 ]; then
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
   step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
     timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
+  # Thrust and CUB through tether::thrust_allocator: 10M keys sorted and checked; the sort's
+  # time vs Thrust's default allocator and RMM's thrust_allocator (librmm wheel in /tmp/site).
+  step "thrust_sort (examples/cpp_thrust: Thrust/CUB memory from tether vs default vs RMM)" "$OUT/bench.log" \
+    env SITE=/tmp/site TETHER_SITE="$SITE" ARCH=sm_90 OUT_BIN=/tmp/thrust_sort timeout 240 \
+    bash "$ROOT/examples/cpp_thrust/build.sh" 10000000 15
   # shellcheck disable=SC2086
   step "bench_torch_train.py (transformer, a new sequence length each step: caching, cudaMallocAsync, tether, RMM)" \
     "$OUT/bench.log" timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_torch_train.py" ${TETHER_TRAIN_ARGS:-}
@@ -232,6 +237,7 @@ fi
   [ -f "$OUT/ctest-summary.tmp" ] && cat "$OUT/ctest-summary.tmp"
   grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
+  grep -A4 "^sort of .* keys, median" "$OUT/bench.log" | sed 's/^/    /'
   grep -E "target \(issue 1[3]\)|target \(issue 20\)|target <=|^ratio " "$OUT/bench.log" | sed 's/^/    /'
   [ -f "$OUT/clients-summary.txt" ] &&
     grep -E "^(rmm|cupy) +(baseline|tether) |differ baseline|^verdict" "$OUT/clients-summary.txt" | sed 's/^/    clients: /'

@@ -109,5 +109,8 @@ nitpick_ignore = [
                  "TypeError")
 ]
 
+# Thrust and CUDA runtime names in tether::thrust_allocator's signatures (docs/cpp_libraries.rst).
+nitpick_ignore += [("cpp:identifier", name) for name in ("thrust", "thrust::device_ptr<T>", "cudaStream_t")]
+
 # C types in the signatures of the callback types' C++ factories (docs/resources/callback.rst).
 nitpick_ignore += [("cpp:identifier", "tether_callback_vtable_t")]

@@ -11,7 +11,8 @@ pages are read, warns about
   function, macro, type, struct member or enumerator that is not documented
   (or documented but not in the headers), an enumerator with the wrong value;
 * C++: a documented name that the wrapper (tether.hpp and the per-module
-  headers it includes, capi/include/tether/cpp/*.hpp) does not declare, and a
+  headers it includes, capi/include/tether/cpp/*.hpp, and the opt-in
+  tether/*.hpp beside it such as thrust.hpp) does not declare, and a
   public declaration there (one with a ``///`` comment) that is not documented;
 * Python: a documented ``tether.*`` object the package does not define, a
   public name (``__all__``, a class's public members) that is not documented,
@@ -561,9 +562,11 @@ def _compare(full, code, docs, warn, where) -> None:
 
 
 def _cpp_headers(root: str) -> list[str]:
-    """tether.hpp and the per-module wrapper headers it includes."""
+    """tether.hpp, the per-module wrapper headers it includes, and the opt-in wrapper
+    headers beside it (tether/thrust.hpp: not in the umbrella, it needs Thrust)."""
     inc = os.path.join(root, "capi", "include", "tether")
-    return [os.path.join(inc, "tether.hpp")] + sorted(glob.glob(os.path.join(inc, "cpp", "*.hpp")))
+    opt_in = sorted(p for p in glob.glob(os.path.join(inc, "*.hpp")) if os.path.basename(p) != "tether.hpp")
+    return [os.path.join(inc, "tether.hpp")] + sorted(glob.glob(os.path.join(inc, "cpp", "*.hpp"))) + opt_in
 
 
 def _sources(root: str) -> list[str]:
