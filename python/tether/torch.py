@@ -95,7 +95,9 @@ def _address(name: str) -> int:
     through ``ffi.addressof``, which gives cffi's C wrapper - a C frame that a C++ exception
     thrown to PyTorch (tether/torch.h, "Failures") could not unwind through."""
     import ctypes
-    return int(ctypes.cast(getattr(ctypes.CDLL(library_path()), name), ctypes.c_void_p).value)
+    address = ctypes.cast(getattr(ctypes.CDLL(library_path()), name), ctypes.c_void_p).value
+    assert address is not None  # getattr raised if the symbol were missing
+    return address
 
 
 def _register_contract(pluggable: Any, version: str, record_stream: bool) -> None:
