@@ -242,10 +242,21 @@ def gen_python(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---- tests/capi/conformance/caching_kinds.inc ----------------------------------------------------
+
+def gen_caching_kinds(kinds: list[dict[str, Any]]) -> str:
+    out = [f"// {HEADER}",
+           "// The kinds that keep memory they took from upstream (conformance.hpp: caches_upstream_memory).",
+           ""]
+    out += [f"TETHER_RESOURCE_KIND_{k['enum']}," for k in kinds if k.get("caches")]
+    return "\n".join(out) + "\n"
+
+
 TARGETS = {
     "capi/src/spec_kinds.inc": gen_spec_table,
     "docs/spec_kinds.inc": gen_docs,
     "python/tether/_kinds.py": gen_python,
+    "tests/capi/conformance/caching_kinds.inc": gen_caching_kinds,
 }
 
 
