@@ -252,11 +252,58 @@ def gen_caching_kinds(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---- regions of hand-written files ---------------------------------------------------------------
+
+def enum_body(kinds: list[dict[str, Any]]) -> str:
+    """The enumerators of tether_resource_kind in capi/include/tether/resource.h."""
+    lines = ["  /* Written by ci/gen_kinds.py from capi/kinds.json: edit the registry, not these lines. */"]
+    width = max(len(f"TETHER_RESOURCE_KIND_{k['enum']} = {k['kind']},") for k in kinds)
+    for i, k in enumerate(kinds):
+        comma = "," if i + 1 < len(kinds) else ""
+        where = "" if k["header"] == "resource.h" else f" (tether/{k['header']})"
+        decl = f"TETHER_RESOURCE_KIND_{k['enum']} = {k['kind']}{comma}"
+        lines.append(f"  {decl.ljust(width)} /* {k['doc']}{where} */")
+    return "\n".join(lines) + "\n"
+
+
+def sentence(doc: str) -> str:
+    """A doc line as the start of a sentence (a leading identifier such as cuMemAlloc keeps its case)."""
+    first = doc.split()[0]
+    return doc if any(c.isupper() for c in first) else doc[0].upper() + doc[1:]
+
+
+def gen_enum_docs(kinds: list[dict[str, Any]]) -> str:
+    out = [f".. {HEADER}", ""]
+    for k in kinds:
+        page = f"; :doc:`/{k['page']}`" if k["page"] else ""
+        out += [f".. c:enumerator:: TETHER_RESOURCE_KIND_{k['enum']} = {k['kind']}",
+                "",
+                f"   {sentence(k['doc'])} (:c:func:`{k['create']}`{page}).",
+                ""]
+    return "\n".join(out)
+
+
+# A region of a hand-written file that the registry writes: (file, the line before it, the line after it).
+REGIONS = {
+    "capi/include/tether/resource.h": ("typedef enum tether_resource_kind {\n", "} tether_resource_kind_t;\n",
+                                       enum_body),
+}
+
+
+def with_region(rel: str, text: str, kinds: list[dict[str, Any]]) -> str:
+    begin, end, gen = REGIONS[rel]
+    if text.count(begin) != 1 or end not in text.split(begin, 1)[1]:
+        raise SystemExit(f"gen_kinds: {rel} must hold one {begin.strip()!r} ... {end.strip()!r}")
+    head, rest = text.split(begin, 1)
+    return head + begin + gen(kinds) + end + rest.split(end, 1)[1]
+
+
 TARGETS = {
     "capi/src/spec_kinds.inc": gen_spec_table,
     "docs/spec_kinds.inc": gen_docs,
     "python/tether/_kinds.py": gen_python,
     "tests/capi/conformance/caching_kinds.inc": gen_caching_kinds,
+    "docs/resource_kinds.inc": gen_enum_docs,
 }
 
 
@@ -267,6 +314,7 @@ def main() -> int:
     kinds = load()
     stale = 0
     outputs = [(rel, lambda have, gen=gen: gen(kinds)) for rel, gen in TARGETS.items()]
+    outputs += [(rel, lambda have, rel=rel: with_region(rel, have, kinds)) for rel in REGIONS]
     for rel, make in outputs:
         path = ROOT / rel
         have = path.read_text(encoding="utf-8") if path.exists() else ""
