@@ -4,7 +4,8 @@
     ci/gen_kinds.py           rewrite the derived files
     ci/gen_kinds.py --check   change nothing; fail with a diff if a committed file differs
 
-Each kind is described once, in capi/kinds.json; the files below are written
+Each kind is described once, in capi/kinds.json; the files in TARGETS and the
+marked regions in REGIONS (the kind enum of tether/resource.h) are written
 from it and committed, so a reader (and a build without Python) sees them, and
 CI (ci/test.sh, tests/python/test_kinds.py) fails when one drifts from the
 registry - as the Rust bindings check does for bindings.rs. Standard library
