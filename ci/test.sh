@@ -8,12 +8,17 @@
 # abi3audit, tests/python on another CPython). The fault-injection
 # sweep (tests/fault) runs inside the Release ctest.
 # GPU tests skip with a reason when there is no device (ci/gpu.sh runs them on one).
+# First of all, ci/gen_kinds.py --check: the files derived from capi/kinds.json are current.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 jobs=${TETHER_JOBS:-$(nproc)}
 step() { printf '\n=== %s\n' "$*"; }
+
+# Cheap, and first: the files generated from the registry of kinds match it.
+step "registry of kinds (ci/gen_kinds.py --check)"
+python ci/gen_kinds.py --check
 
 step "build (Release) and ctest"
 cmake -G Ninja -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null

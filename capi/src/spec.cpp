@@ -24,117 +24,56 @@ constexpr std::size_t kMaxQuoted = 200;
 
 // ---- the types --------------------------------------------------------------
 
+// The macros capi/src/spec_kinds.inc is written with (ci/gen_kinds.py, from
+// capi/kinds.json): the table's entries name the C create function and the
+// options struct, so the compiler checks every entry against the headers.
 #define TETHER_SPEC_FIELD(Struct, field, kind, alias) \
   Field { #field, Kind::kind, offsetof(Struct, field), alias }
 
-const Field kPoolFields[] = {
-    TETHER_SPEC_FIELD(tether_pool_options_t, initial_size, Size, "initial_pool_size"),
-    TETHER_SPEC_FIELD(tether_pool_options_t, maximum_size, Size, "maximum_pool_size"),
-    TETHER_SPEC_FIELD(tether_pool_options_t, growth_size, Size, nullptr),
-};
-const Field kAsyncFields[] = {
-    TETHER_SPEC_FIELD(tether_async_options_t, use_default_pool, Bool, nullptr),
-    TETHER_SPEC_FIELD(tether_async_options_t, initial_pool_size, Size, "initial_size"),
-    TETHER_SPEC_FIELD(tether_async_options_t, release_threshold, Size, nullptr),
-    TETHER_SPEC_FIELD(tether_async_options_t, maximum_pool_size, Size, "maximum_size"),
-    TETHER_SPEC_FIELD(tether_async_options_t, ipc_handle_type, U32, nullptr),
-};
-
-const Field kLimitingFields[] = {
-    TETHER_SPEC_FIELD(tether_limiting_options_t, limit, Size, "allocation_limit"),
-};
-const Field kTrackingFields[] = {
-    TETHER_SPEC_FIELD(tether_tracking_options_t, capture_stacks, Bool, nullptr),
-};
-const Field kAlignedFields[] = {
-    TETHER_SPEC_FIELD(tether_aligned_options_t, alignment, Size, nullptr),
-    TETHER_SPEC_FIELD(tether_aligned_options_t, threshold, Size, "alignment_threshold"),
-};
-
-const Field kArenaFields[] = {
-    TETHER_SPEC_FIELD(tether_arena_options_t, arena_size, Size, nullptr),
-    TETHER_SPEC_FIELD(tether_arena_options_t, superblock_size, Size, nullptr),
-};
-const Field kBinningFields[] = {
-    TETHER_SPEC_FIELD(tether_binning_options_t, min_size_exponent, U32, nullptr),
-    TETHER_SPEC_FIELD(tether_binning_options_t, max_size_exponent, U32, nullptr),
-    TETHER_SPEC_FIELD(tether_binning_options_t, blocks_to_preallocate, Count, nullptr),
-    TETHER_SPEC_FIELD(tether_binning_options_t, fallback, Resource, nullptr),
-};
-const Field kFixedSizeFields[] = {
-    TETHER_SPEC_FIELD(tether_fixed_size_options_t, block_size, Size, nullptr),
-    TETHER_SPEC_FIELD(tether_fixed_size_options_t, blocks_to_preallocate, Count, nullptr),
-};
-
-const Field kLoggingFields[] = {
-    TETHER_SPEC_FIELD(tether_logging_options_t, path, String, "log_file_name"),
-};
-
-const tether_pool_options_t kPoolInit = TETHER_POOL_OPTIONS_INIT;
-const tether_async_options_t kAsyncInit = TETHER_ASYNC_OPTIONS_INIT;
-
-// An entry for a pool or adaptor created as create_fn(upstream, const Options*, out),
-// with the parameters `fields` (the Options' fields) and the defaults Options##_INIT.
-#define TETHER_SPEC_UPSTREAM_TYPE(name, Options, INIT, fields, create_fn)                                  \
-  Type {                                                                                                    \
-    name, Shape::Upstream, fields, std::size(fields), sizeof(Options),                                      \
-        [](void* o) {                                                                                        \
-          const Options init = INIT;                                                                         \
-          std::memcpy(o, &init, sizeof init);                                                                \
-        },                                                                                                   \
-        [](tether_resource_t* up, int, const void* o, tether_resource_t** out) {                             \
-          return create_fn(up, static_cast<const Options*>(o), out);                                         \
-        }                                                                                                    \
+// A kind without options: create_fn(out) (leaf), create_fn(device, out), create_fn(upstream, out).
+#define TETHER_SPEC_LEAF(name, create_fn)                                                                     \
+  Type {                                                                                                      \
+    name, Shape::Leaf, nullptr, 0, 0, nullptr,                                                                \
+        [](tether_resource_t*, int, const void*, tether_resource_t** out) { return create_fn(out); }, false \
   }
-// An adaptor without options: create_fn(upstream, out).
-#define TETHER_SPEC_PLAIN_ADAPTOR(name, create_fn)                                                          \
-  Type {                                                                                                    \
-    name, Shape::Upstream, nullptr, 0, 0, nullptr,                                                           \
-        [](tether_resource_t* up, int, const void*, tether_resource_t** out) { return create_fn(up, out); }  \
+#define TETHER_SPEC_DEVICE(name, create_fn)                                                                   \
+  Type {                                                                                                      \
+    name, Shape::Device, nullptr, 0, 0, nullptr,                                                              \
+        [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return create_fn(d, out); }, false \
+  }
+#define TETHER_SPEC_UPSTREAM(name, create_fn)                                                                 \
+  Type {                                                                                                      \
+    name, Shape::Upstream, nullptr, 0, 0, nullptr,                                                            \
+        [](tether_resource_t* up, int, const void*, tether_resource_t** out) { return create_fn(up, out); }, false \
+  }
+// A kind with options: create_fn(device, const Options*, out) or create_fn(upstream, const Options*, out),
+// with the parameters `fields` (the Options' fields) and the defaults INIT.
+#define TETHER_SPEC_DEVICE_OPTIONS(name, Options, INIT, fields, create_fn, bins)                 \
+  Type {                                                                                         \
+    name, Shape::Device, fields, std::size(fields), sizeof(Options),                             \
+        [](void* o) {                                                                            \
+          const Options init = INIT; /* INIT is a braced list: expanded here, never passed on */ \
+          std::memcpy(o, &init, sizeof init);                                                    \
+        },                                                                                       \
+        [](tether_resource_t*, int d, const void* o, tether_resource_t** out) {                  \
+          return create_fn(d, static_cast<const Options*>(o), out);                              \
+        },                                                                                       \
+        bins                                                                                     \
+  }
+#define TETHER_SPEC_UPSTREAM_OPTIONS(name, Options, INIT, fields, create_fn, bins)               \
+  Type {                                                                                         \
+    name, Shape::Upstream, fields, std::size(fields), sizeof(Options),                           \
+        [](void* o) {                                                                            \
+          const Options init = INIT; /* INIT is a braced list: expanded here, never passed on */ \
+          std::memcpy(o, &init, sizeof init);                                                    \
+        },                                                                                       \
+        [](tether_resource_t* up, int, const void* o, tether_resource_t** out) {                 \
+          return create_fn(up, static_cast<const Options*>(o), out);                             \
+        },                                                                                       \
+        bins                                                                                     \
   }
 
-const Type kTypes[] = {
-    {"host", Shape::Leaf, nullptr, 0, 0, nullptr,
-     [](tether_resource_t*, int, const void*, tether_resource_t** out) { return tether_host_resource_create(out); }},
-    {"pool", Shape::Upstream, kPoolFields, std::size(kPoolFields), sizeof(tether_pool_options_t),
-     [](void* o) { std::memcpy(o, &kPoolInit, sizeof kPoolInit); },
-     [](tether_resource_t* up, int, const void* o, tether_resource_t** out) {
-       return tether_pool_resource_create(up, static_cast<const tether_pool_options_t*>(o), out);
-     }},
-    {"statistics", Shape::Upstream, nullptr, 0, 0, nullptr,
-     [](tether_resource_t* up, int, const void*, tether_resource_t** out) {
-       return tether_statistics_adaptor_create(up, out);
-     }},
-    {"cuda", Shape::Device, nullptr, 0, 0, nullptr,
-     [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return tether_cuda_resource_create(d, out); }},
-    {"async", Shape::Device, kAsyncFields, std::size(kAsyncFields), sizeof(tether_async_options_t),
-     [](void* o) { std::memcpy(o, &kAsyncInit, sizeof kAsyncInit); },
-     [](tether_resource_t*, int d, const void* o, tether_resource_t** out) {
-       return tether_async_resource_create(d, static_cast<const tether_async_options_t*>(o), out);
-     }},
-    {"managed", Shape::Device, nullptr, 0, 0, nullptr,
-     [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return tether_managed_resource_create(d, out); }},
-    {"pinned_host", Shape::Device, nullptr, 0, 0, nullptr,
-     [](tether_resource_t*, int d, const void*, tether_resource_t** out) {
-       return tether_pinned_host_resource_create(d, out);
-     }},
-    TETHER_SPEC_UPSTREAM_TYPE("arena", tether_arena_options_t, TETHER_ARENA_OPTIONS_INIT, kArenaFields,
-                              tether_arena_resource_create),
-    TETHER_SPEC_UPSTREAM_TYPE("binning", tether_binning_options_t, TETHER_BINNING_OPTIONS_INIT, kBinningFields,
-                              tether_binning_resource_create),
-    TETHER_SPEC_UPSTREAM_TYPE("fixed_size", tether_fixed_size_options_t, TETHER_FIXED_SIZE_OPTIONS_INIT,
-                              kFixedSizeFields, tether_fixed_size_resource_create),
-    TETHER_SPEC_UPSTREAM_TYPE("limiting", tether_limiting_options_t, TETHER_LIMITING_OPTIONS_INIT, kLimitingFields,
-                              tether_limiting_adaptor_create),
-    TETHER_SPEC_UPSTREAM_TYPE("tracking", tether_tracking_options_t, TETHER_TRACKING_OPTIONS_INIT, kTrackingFields,
-                              tether_tracking_adaptor_create),
-    TETHER_SPEC_UPSTREAM_TYPE("aligned", tether_aligned_options_t, TETHER_ALIGNED_OPTIONS_INIT, kAlignedFields,
-                              tether_aligned_adaptor_create),
-    TETHER_SPEC_PLAIN_ADAPTOR("prefetch", tether_prefetch_adaptor_create),
-    // A log file only: a callback cannot be named in a spec.
-    TETHER_SPEC_UPSTREAM_TYPE("logging", tether_logging_options_t, TETHER_LOGGING_OPTIONS_INIT, kLoggingFields,
-                              tether_logging_adaptor_create),
-};
+#include "spec_kinds.inc"
 
 std::string known_types() {
   std::string s;
@@ -440,7 +379,7 @@ HandleRef build_value(const Value& v, const Context& ctx) {
 // added after creation as tether_binning_resource_add_bin(r, size, NULL) does.
 // Its value is a quoted list of sizes: bins='4KiB,64KiB'.
 constexpr const char* kBinsParam = "bins";
-bool takes_bins(const Type& t) { return std::strcmp(t.name, "binning") == 0; }
+bool takes_bins(const Type& t) { return t.bins; }
 
 std::string param_list(const Type& t) {
   std::string s = t.shape == Shape::Upstream ? "upstream" : t.shape == Shape::Device ? "device" : "";
@@ -753,7 +692,12 @@ std::string format_options(const Type& type, const void* options, std::string* r
 
 std::string format_options(const char* type_name, const void* options, std::string* refusal) {
   const Type* t = find_type(type_name);
-  return t ? format_options(*t, options, refusal) : std::string();
+  // A name outside the table is a bug in the glue: failing here beats a spec that
+  // silently loses the resource's parameters.
+  if (t == nullptr)
+    throw core::Error(TETHER_ERROR_INTERNAL, std::string("no spec kind is named '") + type_name +
+                                                 "' (capi/kinds.json lists the kinds a spec can name)");
+  return format_options(*t, options, refusal);
 }
 
 HandleRef default_from_environment(int slot) {

@@ -1,6 +1,7 @@
 // Resource specs (tether/spec.h): one table describes each resource type's
 // parameters - the fields of its options struct - and drives parsing,
-// building and describing (the round trip), so a type is added with one entry.
+// building and describing (the round trip). The table (spec_kinds.inc) is
+// written by ci/gen_kinds.py from the registry, capi/kinds.json.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +42,7 @@ struct Type {
   // Create with the given upstream (Shape::Upstream), device (Shape::Device)
   // and options (nullptr when options_size is 0). A C API status.
   tether_status_t (*create)(tether_resource_t* upstream, int device, const void* options, tether_resource_t** out);
+  bool bins;  // takes the extra parameter bins='4KiB,64KiB' (tether_binning_resource_add_bin)
 };
 
 // The spec of a live resource handle's whole stack (`depth`: nesting so far).
@@ -55,9 +57,9 @@ const Type* find_type(const std::string& name) noexcept;
 // in the spec syntax (what a create function records for the round trip;
 // strings quoted so the parser reads them back). A resource field whose
 // resource no spec can name is left out and *refusal (if not null) says why.
-// Throws std::bad_alloc only.
+// Throws std::bad_alloc only (and core::Error(INTERNAL) by name, below).
 std::string format_options(const Type& type, const void* options, std::string* refusal);
-// The same by type name; "" for an unknown name.
+// The same by type name; throws core::Error(INTERNAL) for a name outside the table.
 std::string format_options(const char* type_name, const void* options, std::string* refusal);
 
 // Throws NOT_SUPPORTED unless tether_resource_create_from_spec() reads `spec`

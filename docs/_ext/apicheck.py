@@ -191,6 +191,11 @@ class PyPackage:
                     self.functions.setdefault(node.name, node)
         self.all = self._all("__init__")
         self.debug_all = self._all("debug")
+        # Constructors take defaults from the generated registry module (_kinds.X): the
+        # docs write the value, so compare with the value.
+        for node in self.modules.get("_kinds", ast.Module(body=[])).body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                _KINDS_CONSTANTS[f"_kinds.{node.target.id}"] = ast.unparse(node.value)
 
     def _all(self, module: str) -> list[str]:
         for node in self.modules.get(module, ast.Module(body=[])).body:
@@ -266,11 +271,19 @@ class PyPackage:
         return out
 
 
+_KINDS_CONSTANTS: dict[str, str] = {}  # "_kinds.NAME" -> its value, as ast.unparse writes it
+
+
+def _default_text(d: ast.expr) -> str:
+    text = ast.unparse(d)
+    return _KINDS_CONSTANTS.get(text, text)
+
+
 def _signature(fn: ast.FunctionDef, drop_first: bool) -> list[tuple[str, str | None]]:
     """[(name or '*' or '/', default)] of a function, as the docs would write it."""
     a = fn.args
     positional = a.posonlyargs + a.args
-    defaults = [None] * (len(positional) - len(a.defaults)) + [ast.unparse(d) for d in a.defaults]
+    defaults = [None] * (len(positional) - len(a.defaults)) + [_default_text(d) for d in a.defaults]
     out: list[tuple[str, str | None]] = []
     for i, (arg, d) in enumerate(zip(positional, defaults)):
         out.append((arg.arg, d))
@@ -281,7 +294,7 @@ def _signature(fn: ast.FunctionDef, drop_first: bool) -> list[tuple[str, str | N
     elif a.kwonlyargs:
         out.append(("*", None))
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
-        out.append((arg.arg, None if d is None else ast.unparse(d)))
+        out.append((arg.arg, None if d is None else _default_text(d)))
     if a.kwarg:
         out.append(("**" + a.kwarg.arg, None))
     if drop_first and out:

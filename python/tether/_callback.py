@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import _callbacks
+from . import _callbacks, _kinds
 from ._convert import HOST, DeviceLike, bool_value, device_value
 from ._errors import check
 from ._ffi import ffi, lib
@@ -54,7 +54,8 @@ class CallbackResource(Resource):
     __slots__ = ()
 
     def __init__(self, allocate: Callable[[int, int, int], int], deallocate: Callable[[int, int, int, int], None], *,
-                 device_accessible: bool = False, host_accessible: bool = True, device: DeviceLike = HOST) -> None:
+                 device_accessible: bool = _kinds.CALLBACK_DEVICE_ACCESSIBLE,
+                 host_accessible: bool = _kinds.CALLBACK_HOST_ACCESSIBLE, device: DeviceLike = HOST) -> None:
         if not callable(allocate):
             raise TypeError(f"allocate must be callable, not {type(allocate).__name__}")
         if not callable(deallocate):

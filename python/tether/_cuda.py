@@ -7,6 +7,7 @@ False instead), and host-side resources keep working.
 
 from __future__ import annotations
 
+from . import _kinds
 from ._convert import DeviceLike, Size, StreamLike, device_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
@@ -94,7 +95,8 @@ class AsyncResource(Resource):
 
     def __init__(self, device: DeviceLike | None = None, initial_pool_size: Size | None = None,
                  release_threshold: Size | None = None, maximum_pool_size: Size | None = None,
-                 use_default_pool: bool = False, ipc_handle_type: str | int | None = None) -> None:
+                 use_default_pool: bool = _kinds.ASYNC_USE_DEFAULT_POOL,
+                 ipc_handle_type: str | int | None = None) -> None:
         opts = new_options("tether_async_options_t", lib.tether_async_options_init,
                            initial_pool_size=initial_pool_size, release_threshold=release_threshold,
                            maximum_pool_size=maximum_pool_size)

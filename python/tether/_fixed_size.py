@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _kinds
 from ._convert import count_value
 from ._ffi import lib
 from ._resources import (Resource, Size, UpstreamAdaptor, create, new_options, query_struct, register,
@@ -35,8 +36,11 @@ class FixedSizeResource(UpstreamAdaptor):
 
     __slots__ = ()
 
-    def __init__(self, upstream: Resource | None = None, block_size: Size = "1 MiB",
-                 blocks_to_preallocate: int = 128, *, upstream_mr: Resource | None = None) -> None:
+    # The defaults are the registry's (capi/kinds.json), which tests/python/test_kinds.py
+    # holds equal to TETHER_FIXED_SIZE_OPTIONS_INIT.
+    def __init__(self, upstream: Resource | None = None, block_size: Size = _kinds.FIXED_SIZE_BLOCK_SIZE,
+                 blocks_to_preallocate: int = _kinds.FIXED_SIZE_BLOCKS_TO_PREALLOCATE, *,
+                 upstream_mr: Resource | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
         opts = new_options("tether_fixed_size_options_t", lib.tether_fixed_size_options_init, block_size=block_size)
         opts.blocks_to_preallocate = count_value(blocks_to_preallocate, "blocks_to_preallocate")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from . import _kinds
 from ._convert import bool_value
 from ._errors import InvalidArgumentError, check
 from ._ffi import ffi, lib
@@ -59,7 +60,7 @@ class TrackingAdaptor(UpstreamAdaptor):
 
     __slots__ = ()
 
-    def __init__(self, upstream: Resource | None = None, capture_stacks: bool = False, *,
+    def __init__(self, upstream: Resource | None = None, capture_stacks: bool = _kinds.TRACKING_CAPTURE_STACKS, *,
                  upstream_mr: Resource | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
         stacks = bool_value(capture_stacks, "capture_stacks")

@@ -21,7 +21,7 @@ HOW TO ADD A RESOURCE: add one entry to FACTORIES below::
 
 Whether a configuration caches upstream memory (and so is trimmed before the last
 balance check) is not stated per entry: it follows from the kinds in its stack
-(``caches_upstream_memory``; add a new caching kind to ``CACHING_KINDS``).
+(``caches_upstream_memory``; a caching kind says ``"caches": true`` in capi/kinds.json).
 
 Nothing else needs editing. gpu_support.resource_factories() (the GPU tests'
 list) is derived from the gpu entries here.
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import tether
+from tether import _kinds
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -82,8 +83,8 @@ def statistics(upstream: tether.Resource) -> tether.Resource:
 # their end. A stack caches upstream memory when any of its links is one of these, so an
 # adaptor inherits the trait from its upstream. The C ABI suite's caches_upstream_memory()
 # (tests/capi/conformance/conformance.hpp) has the same set.
-CACHING_KINDS = frozenset({tether.ResourceKind.POOL, tether.ResourceKind.ARENA, tether.ResourceKind.BINNING,
-                           tether.ResourceKind.FIXED_SIZE})
+# From the registry of kinds (capi/kinds.json), as the C suite's caches_upstream_memory().
+CACHING_KINDS = frozenset(tether.ResourceKind(k.kind) for k in _kinds.KINDS if k.caches)
 
 
 def caches_upstream_memory(links: list[tether.Resource]) -> bool:

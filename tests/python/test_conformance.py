@@ -18,6 +18,7 @@ from typing import Iterator
 import pytest
 
 import tether
+from tether import _kinds
 from conformance_factories import CACHING_KINDS, FACTORIES, GiB, KiB, MiB, Driver, Factory, caches_upstream_memory
 
 MAX_ALIGNMENT = 1 << 30
@@ -502,7 +503,9 @@ def test_buffers(subject: Subject) -> None:
 
 
 # Kinds that need a CUDA device (their entries are gpu=True; they cannot be built here).
-CUDA_ONLY_KINDS = {"CUDA", "ASYNC", "MANAGED", "PINNED_HOST", "PREFETCH"}
+# Kinds whose memory only a CUDA device gives (the registry's "memory", capi/kinds.json).
+CUDA_ONLY_KINDS = {k.name.upper() for k in _kinds.KINDS
+                   if k.memory in ("device", "managed", "pinned", "managed_upstream")}
 
 
 def test_every_host_capable_kind_has_a_conformance_factory() -> None:

@@ -27,23 +27,24 @@ extern "C" {
 
 /** What a resource is. Values are stable. */
 typedef enum tether_resource_kind {
-  TETHER_RESOURCE_KIND_HOST = 1,        /* aligned host allocations (the C heap) */
-  TETHER_RESOURCE_KIND_POOL = 2,        /* coalescing suballocator over an upstream */
-  TETHER_RESOURCE_KIND_STATISTICS = 3,  /* counts what passes through to its upstream */
-  TETHER_RESOURCE_KIND_CUDA = 4,        /* cuMemAlloc / cuMemFree on one device */
-  TETHER_RESOURCE_KIND_ASYNC = 5,       /* stream-ordered, from a CUDA memory pool */
-  TETHER_RESOURCE_KIND_MANAGED = 6,     /* cuMemAllocManaged */
-  TETHER_RESOURCE_KIND_PINNED_HOST = 7, /* cuMemHostAlloc: page-locked, device-accessible */
-  TETHER_RESOURCE_KIND_ARENA = 8,       /* per-thread / per-stream arenas over a global arena (tether/arena.h) */
-  TETHER_RESOURCE_KIND_BINNING = 9,     /* size classes routed to bin resources (tether/binning.h) */
-  TETHER_RESOURCE_KIND_FIXED_SIZE = 10, /* blocks of one size (tether/fixed_size.h) */
-  TETHER_RESOURCE_KIND_LIMITING = 11,   /* a byte limit over an upstream (tether/limiting.h) */
-  TETHER_RESOURCE_KIND_TRACKING = 12,   /* records outstanding allocations (tether/tracking.h) */
-  TETHER_RESOURCE_KIND_LOGGING = 13,    /* logs every allocate/free of its upstream (tether/logging.h) */
+  /* Written by ci/gen_kinds.py from capi/kinds.json: edit the registry, not these lines. */
+  TETHER_RESOURCE_KIND_HOST = 1,              /* aligned host allocations (the C heap) */
+  TETHER_RESOURCE_KIND_POOL = 2,              /* coalescing suballocator over an upstream (tether/pool.h) */
+  TETHER_RESOURCE_KIND_STATISTICS = 3,        /* counts what passes through to its upstream (tether/statistics.h) */
+  TETHER_RESOURCE_KIND_CUDA = 4,              /* cuMemAlloc / cuMemFree on one device (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_ASYNC = 5,             /* stream-ordered, from a CUDA memory pool (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_MANAGED = 6,           /* cuMemAllocManaged (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_PINNED_HOST = 7,       /* cuMemHostAlloc: page-locked, device-accessible (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_ARENA = 8,             /* per-thread / per-stream arenas over a global arena (tether/arena.h) */
+  TETHER_RESOURCE_KIND_BINNING = 9,           /* size classes routed to bin resources (tether/binning.h) */
+  TETHER_RESOURCE_KIND_FIXED_SIZE = 10,       /* blocks of one size (tether/fixed_size.h) */
+  TETHER_RESOURCE_KIND_LIMITING = 11,         /* a byte limit over an upstream (tether/limiting.h) */
+  TETHER_RESOURCE_KIND_TRACKING = 12,         /* records outstanding allocations (tether/tracking.h) */
+  TETHER_RESOURCE_KIND_LOGGING = 13,          /* logs every allocate/free of its upstream (tether/logging.h) */
   TETHER_RESOURCE_KIND_FAILURE_CALLBACK = 14, /* asks a user function on out-of-memory (tether/failure_callback.h) */
-  TETHER_RESOURCE_KIND_ALIGNED = 15,    /* a larger alignment from a size on (tether/aligned.h) */
-  TETHER_RESOURCE_KIND_PREFETCH = 16,   /* prefetches managed memory to its device (tether/prefetch.h) */
-  TETHER_RESOURCE_KIND_CALLBACK = 17    /* user allocate/deallocate functions (tether/callback.h) */
+  TETHER_RESOURCE_KIND_ALIGNED = 15,          /* a larger alignment from a size on (tether/aligned.h) */
+  TETHER_RESOURCE_KIND_PREFETCH = 16,         /* prefetches managed memory to its device (tether/prefetch.h) */
+  TETHER_RESOURCE_KIND_CALLBACK = 17          /* user allocate/deallocate functions (tether/callback.h) */
 } tether_resource_kind_t;
 
 /** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -51,11 +52,15 @@ enum Trait : unsigned {
 // and fixed-size resources. A stack caches upstream memory when any of its
 // links does, so an adaptor inherits the trait from its upstream and no list
 // entry states it. Such stacks are trimmed before the fixture's last balance
-// check; every other stack must balance without a trim. The one place this
-// is decided (tests/python/test_conformance.py has the same set of kinds).
+// check; every other stack must balance without a trim. The registry of
+// kinds decides it ("caches" in capi/kinds.json), for this suite and the Python one.
 inline bool caches_upstream_memory(uint32_t kind) {
-  return kind == TETHER_RESOURCE_KIND_POOL || kind == TETHER_RESOURCE_KIND_ARENA ||
-         kind == TETHER_RESOURCE_KIND_BINNING || kind == TETHER_RESOURCE_KIND_FIXED_SIZE;
+  // The kinds marked "caches" in the registry, capi/kinds.json (ci/gen_kinds.py writes the list).
+  for (const uint32_t k : {
+#include "caching_kinds.inc"
+       })
+    if (k == kind) return true;
+  return false;
 }
 
 struct Factory {

@@ -21,7 +21,7 @@
 //   traits    kNoTraits, or kTwinsShareFrees if two instances accept each other's frees.
 //             Whether the stack caches upstream memory (and is trimmed before the last
 //             balance check) is not stated here: it follows from the kinds in the stack
-//             (caches_upstream_memory() in conformance.hpp; add a new caching kind there).
+//             (caches_upstream_memory(): a caching kind says "caches": true in capi/kinds.json).
 //   max_request  (optional) the largest single request it serves (a fixed-size block), else 0.
 //
 // Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in

@@ -11,12 +11,13 @@
 
 namespace tether {
 
-/// Options of fixed_size_resource().
+/// Options of fixed_size_resource(). The defaults are TETHER_FIXED_SIZE_OPTIONS_INIT's
+/// (read from the macro, so they cannot drift from the C contract).
 struct fixed_size_options {
   /// Bytes of every block (rounded up to a multiple of 256).
-  std::size_t block_size = std::size_t{1} << 20;
+  std::size_t block_size = tether_fixed_size_options_t TETHER_FIXED_SIZE_OPTIONS_INIT.block_size;
   /// Blocks per chunk taken from upstream, at creation and at every refill (0: 1).
-  std::size_t blocks_to_preallocate = 128;
+  std::size_t blocks_to_preallocate = tether_fixed_size_options_t TETHER_FIXED_SIZE_OPTIONS_INIT.blocks_to_preallocate;
 };
 
 /// A new fixed-size resource over `upstream` (kept alive by it): one block per
