@@ -253,6 +253,65 @@ def gen_caching_kinds(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+# ---- rust/tether/src/kinds.rs --------------------------------------------------------------------
+
+def rust_variant(k: dict[str, Any]) -> str:
+    """The Rust variant of a kind: its registry name in CamelCase (pinned_host -> PinnedHost)."""
+    return "".join(part.capitalize() for part in k["name"].split("_"))
+
+
+def gen_rust(kinds: list[dict[str, Any]]) -> str:
+    out = [f"// {HEADER}",
+           "//! [`ResourceKind`]: what a resource is, one variant per kind of the registry.",
+           "",
+           "use tether_sys as sys;",
+           "",
+           "/// What a resource is (`tether_resource_kind_t`). Values are stable in C; a kind",
+           "/// this crate does not know (from a newer libtether) is [`ResourceKind::Other`].",
+           "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
+           "#[non_exhaustive]",
+           "pub enum ResourceKind {"]
+    for k in kinds:
+        out += [f"    /// {sentence(k['doc'])}: `\"{k['name']}\"`, kind {k['kind']}.",
+                f"    {rust_variant(k)},"]
+    out += ["    /// A kind this crate does not know yet (its C value).",
+            "    Other(u32),",
+            "}",
+            "",
+            "impl ResourceKind {",
+            "    /// Every kind this crate knows, in the order of their C values.",
+            "    pub const ALL: &'static [ResourceKind] = &["]
+    out += [f"        ResourceKind::{rust_variant(k)}," for k in kinds]
+    out += ["    ];",
+            "",
+            "    /// The kind of a C `tether_resource_kind_t` value.",
+            "    pub fn from_raw(raw: u32) -> ResourceKind {",
+            "        match raw {"]
+    out += [f"            sys::TETHER_RESOURCE_KIND_{k['enum']} => ResourceKind::{rust_variant(k)}," for k in kinds]
+    out += ["            other => ResourceKind::Other(other),",
+            "        }",
+            "    }",
+            "",
+            "    /// The C `tether_resource_kind_t` value of this kind.",
+            "    pub fn to_raw(self) -> u32 {",
+            "        match self {"]
+    out += [f"            ResourceKind::{rust_variant(k)} => sys::TETHER_RESOURCE_KIND_{k['enum']}," for k in kinds]
+    out += ["            ResourceKind::Other(raw) => raw,",
+            "        }",
+            "    }",
+            "",
+            "    /// The kind's name: what specs and `tether_resource_get_name` call it",
+            "    /// (`None` for [`ResourceKind::Other`]).",
+            "    pub fn name(self) -> Option<&'static str> {",
+            "        match self {"]
+    out += [f"            ResourceKind::{rust_variant(k)} => Some(\"{k['name']}\")," for k in kinds]
+    out += ["            ResourceKind::Other(_) => None,",
+            "        }",
+            "    }",
+            "}"]
+    return "\n".join(out) + "\n"
+
+
 # ---- regions of hand-written files ---------------------------------------------------------------
 
 def enum_body(kinds: list[dict[str, Any]]) -> str:
@@ -305,6 +364,7 @@ TARGETS = {
     "python/tether/_kinds.py": gen_python,
     "tests/capi/conformance/caching_kinds.inc": gen_caching_kinds,
     "docs/resource_kinds.inc": gen_enum_docs,
+    "rust/tether/src/kinds.rs": gen_rust,
 }
 
 

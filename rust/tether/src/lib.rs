@@ -33,6 +33,7 @@ pub mod cuda;
 mod current;
 pub mod debug;
 mod error;
+mod kinds;
 mod resource;
 mod resources;
 mod types;
@@ -43,7 +44,8 @@ pub use current::{
     set_current_resource_if_unset, with_current_resource, CurrentResourceGuard,
 };
 pub use error::{Error, ErrorKind, Result};
-pub use resource::{PoolInfo, Properties, Resource, ResourceKind, Statistics};
+pub use kinds::ResourceKind;
+pub use resource::{PoolInfo, Properties, Resource, Statistics};
 pub use resources::{
     AlignedBuilder, AlignedOptions, ArenaBuilder, ArenaInfo, AsyncBuilder, BinningBuilder, BinningInfo,
     CallbackBuilder, CallbackMemory, FixedSizeBuilder, FixedSizeInfo, LoggingBuilder, PoolBuilder, TrackingBuilder,

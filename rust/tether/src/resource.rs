@@ -8,79 +8,9 @@ use std::ptr::{self, NonNull};
 use tether_sys as sys;
 
 use crate::error::{check, Error, Result};
+use crate::kinds::ResourceKind;
 use crate::types::{Device, Stream};
 use crate::Buffer;
-
-/// What a resource is (`tether_resource_kind_t`). Values are stable in C; a kind
-/// this crate does not know (from a newer libtether) is [`ResourceKind::Other`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ResourceKind {
-    /// Aligned host allocations from the C heap.
-    Host,
-    /// A coalescing suballocator over an upstream.
-    Pool,
-    /// An adaptor that counts what passes through to its upstream.
-    Statistics,
-    /// `cuMemAlloc` / `cuMemFree` on one device.
-    Cuda,
-    /// Stream-ordered device memory from a CUDA memory pool.
-    Async,
-    /// Managed (unified) memory.
-    Managed,
-    /// Page-locked host memory, device-accessible.
-    PinnedHost,
-    /// An arena suballocator (kind 8).
-    Arena,
-    /// A binning suballocator (kind 9).
-    Binning,
-    /// A fixed-size block suballocator (kind 10).
-    FixedSize,
-    /// An adaptor that limits the bytes allocated through it (kind 11).
-    Limiting,
-    /// An adaptor that tracks every outstanding allocation (kind 12).
-    Tracking,
-    /// An adaptor that logs allocations (kind 13).
-    Logging,
-    /// An adaptor that calls back when an allocation fails (kind 14).
-    FailureCallback,
-    /// An adaptor that aligns allocations (kind 15).
-    Aligned,
-    /// An adaptor that prefetches managed memory (kind 16).
-    Prefetch,
-    /// A resource whose allocation functions are user callbacks (kind 17).
-    Callback,
-    /// A kind this crate does not know yet (its C value).
-    Other(u32),
-}
-
-impl ResourceKind {
-    /// The kind of a C `tether_resource_kind_t` value.
-    pub fn from_raw(raw: u32) -> ResourceKind {
-        match raw {
-            sys::TETHER_RESOURCE_KIND_HOST => ResourceKind::Host,
-            sys::TETHER_RESOURCE_KIND_POOL => ResourceKind::Pool,
-            sys::TETHER_RESOURCE_KIND_STATISTICS => ResourceKind::Statistics,
-            sys::TETHER_RESOURCE_KIND_CUDA => ResourceKind::Cuda,
-            sys::TETHER_RESOURCE_KIND_ASYNC => ResourceKind::Async,
-            sys::TETHER_RESOURCE_KIND_MANAGED => ResourceKind::Managed,
-            sys::TETHER_RESOURCE_KIND_PINNED_HOST => ResourceKind::PinnedHost,
-            // The catalogue's values, fixed by the project's conventions before
-            // every header declares them (they are never renumbered).
-            8 => ResourceKind::Arena,
-            9 => ResourceKind::Binning,
-            10 => ResourceKind::FixedSize,
-            11 => ResourceKind::Limiting,
-            12 => ResourceKind::Tracking,
-            13 => ResourceKind::Logging,
-            14 => ResourceKind::FailureCallback,
-            15 => ResourceKind::Aligned,
-            16 => ResourceKind::Prefetch,
-            17 => ResourceKind::Callback,
-            other => ResourceKind::Other(other),
-        }
-    }
-}
 
 /// Properties of a resource (`tether_resource_properties_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -225,23 +225,38 @@ fn an_error_keeps_its_own_message_whatever_fails_later_or_elsewhere() {
 #[test]
 fn every_kind_value_maps_to_its_variant_and_unknown_ones_are_kept() {
     use tether::sys;
-    let known = [
-        (sys::TETHER_RESOURCE_KIND_HOST, ResourceKind::Host),
-        (sys::TETHER_RESOURCE_KIND_POOL, ResourceKind::Pool),
-        (sys::TETHER_RESOURCE_KIND_STATISTICS, ResourceKind::Statistics),
-        (sys::TETHER_RESOURCE_KIND_CUDA, ResourceKind::Cuda),
-        (sys::TETHER_RESOURCE_KIND_ASYNC, ResourceKind::Async),
-        (sys::TETHER_RESOURCE_KIND_MANAGED, ResourceKind::Managed),
-        (sys::TETHER_RESOURCE_KIND_PINNED_HOST, ResourceKind::PinnedHost),
-        (8, ResourceKind::Arena),
-        (11, ResourceKind::Limiting),
-        (17, ResourceKind::Callback),
-    ];
-    for (raw, kind) in known {
+    // ResourceKind is generated from the registry (capi/kinds.json): every C value
+    // of tether_resource_kind maps to one variant and back.
+    assert_eq!(ResourceKind::ALL.len(), 17);
+    let mut seen = std::collections::HashSet::new();
+    for &kind in ResourceKind::ALL {
+        let raw = kind.to_raw();
+        assert!(seen.insert(raw), "{kind:?}: value {raw} used twice");
         assert_eq!(ResourceKind::from_raw(raw), kind);
+        assert!(kind.name().is_some_and(|n| !n.is_empty()), "{kind:?}");
     }
+    assert_eq!(
+        ResourceKind::from_raw(sys::TETHER_RESOURCE_KIND_HOST),
+        ResourceKind::Host
+    );
+    assert_eq!(
+        ResourceKind::from_raw(sys::TETHER_RESOURCE_KIND_CALLBACK),
+        ResourceKind::Callback
+    );
     assert_eq!(ResourceKind::from_raw(1000), ResourceKind::Other(1000));
+    assert_eq!(ResourceKind::Other(1000).to_raw(), 1000);
+    assert_eq!(ResourceKind::Other(1000).name(), None);
     assert_eq!(tether::ErrorKind::from_code(77), tether::ErrorKind::Other(77));
+}
+
+#[test]
+fn a_resources_kind_names_what_the_library_calls_it() {
+    let _g = census();
+    let host = Resource::host().unwrap();
+    let pool = Resource::pool(&host).build().unwrap();
+    for r in [&host, &pool] {
+        assert_eq!(r.kind().unwrap().name(), Some(r.name()));
+    }
 }
 
 #[test]
