@@ -1,25 +1,19 @@
 // PoolResource: a coalescing suballocator over any upstream.
 //
 // Chunks from upstream are carved into blocks. Free blocks are indexed by
-// size in TLSF indexes (pool_free_index.hpp). Every block, free or
-// allocated, is found from its address with no hash and no search beyond
-// the chunks: a sorted table of the chunks (a handful: growth is geometric)
-// gives the chunk, and its extent's granule map the record of the block
-// that starts at that granule (pool_block.hpp). A free of a pointer the
-// pool never handed out finds no chunk, no block there, or a free block.
-// Records live in host memory, outside the pooled memory, so the upstream
-// may be device memory.
+// size in TLSF indexes (pool_free_index.hpp); allocated ones by address in
+// hash tables (pool_block_table.hpp). Records live in host memory, outside
+// the pooled memory, so the upstream may be device memory.
 //
 // Arenas. A host pool (upstream without stream_order()) has one arena. A
 // stream-ordered pool has one per stream that used it: the blocks the stream
 // freed, the blocks it handed out, spare records, and a mutex. The hot path
-// (an allocation served from the stream's own free blocks, any free) locks
-// only the stream's arena, found through a per-thread cache, plus the spin
-// lock of the block's chunk while it reads the granule map or touches
+// (an allocation served from the stream's own free blocks, a free on the
+// stream the block was allocated on) locks only its arena, found through a
+// per-thread cache, plus the spin lock of the block's chunk while it touches
 // physical neighbours. So threads on different streams do not contend. Slow
-// paths (taking another stream's memory, growing, trim, info) take the
-// World: the pool mutex and every arena mutex in id order. The chunk table
-// changes only under the World, so holding any arena mutex keeps it still.
+// paths (taking another stream's memory, growing, cross-stream frees, trim,
+// info) take the World: the pool mutex and every arena mutex in id order.
 //
 // Slabs and extents. An extent is one allocation from upstream, given back
 // whole; a chunk is a contiguous piece of one extent, the unit of physical
@@ -53,8 +47,8 @@
 //
 // Upstream allocate/deallocate run with every lock released.
 //
-// Files: pool_block.hpp (block, chunk and extent records, the granule
-// map), pool_free_index.hpp (the size index), pool_arena.hpp
+// Files: pool_block.hpp (block and chunk records), pool_free_index.hpp (the
+// size index), pool_block_table.hpp (the address table), pool_arena.hpp
 // (arenas and the block operations on them), pool_order.hpp (stream-ordering
 // waits); this file is the resource: construction, the fast paths, the slow
 // path's steps, trim and info.
@@ -81,6 +75,7 @@ namespace tether::core {
 namespace {
 
 using pool_detail::Block;
+using pool_detail::BlockTable;
 using pool_detail::Chunk;
 using pool_detail::Extent;
 using pool_detail::FreeIndex;
@@ -179,8 +174,7 @@ class PoolResource final : public Resource {
       try {
         Arena& a = host_arena_ != nullptr ? *host_arena_ : spare_records_;
         a.nodes.reserve(1);
-        auto extent = new_extent(mem, initial);
-        Block* b = add_chunk(std::make_unique<Chunk>(), std::move(extent), a);
+        Block* b = add_chunk(std::make_unique<Chunk>(), std::make_unique<Extent>(), mem, initial, a);
         ChunkGuard g(b->chunk);
         insert_free(a, b, host_arena_ != nullptr ? &host_arena_->settled : &untouched_);
       } catch (...) {
@@ -249,7 +243,7 @@ class PoolResource final : public Resource {
     World world(const_cast<PoolResource&>(*this));
     PoolInfo i;
     std::size_t used = 0;
-    for (const Chunk* c = chunks_; c != nullptr; c = c->next) used += c->used;
+    for (const auto& a : arenas_) used += a->used;
     i.pool_size = pool_size_;
     i.free_bytes = pool_size_ - used;
     i.chunk_count = chunk_count_;
@@ -288,12 +282,18 @@ class PoolResource final : public Resource {
     if (order_ == nullptr) stream = 0;
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     Arena& a = arena_for(stream);
-    // On any stream, whichever stream allocated it: the block is found by
-    // address, and goes into a's indexes (stream order covers it there).
-    std::lock_guard<std::mutex> lock(a.mutex);
-    Chunk* c = chunk_at(addr);
-    if (c == nullptr) not_allocated(addr);
-    free_block(a, c, addr, bytes, alignment, owner);
+    {
+      std::lock_guard<std::mutex> lock(a.mutex);
+      const std::size_t slot = a.table.find(addr);
+      if (slot != BlockTable::npos) return free_block(a, a, slot, bytes, alignment, owner);  // the fast path
+    }
+    // Freed on another stream than it was allocated on (or not ours at all).
+    World world(*this);
+    for (const auto& holder : arenas_) {
+      const std::size_t slot = holder->table.find(addr);
+      if (slot != BlockTable::npos) return free_block(a, *holder, slot, bytes, alignment, owner);
+    }
+    throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
   }
 
  private:
@@ -335,10 +335,6 @@ class PoolResource final : public Resource {
     return "pool: pointer " + hex(addr) + " was handed out through another resource over this pool than the one it was freed into";
   }
 
-  [[noreturn]] static void not_allocated(std::uintptr_t addr) {
-    throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
-  }
-
   static std::string hex(std::uintptr_t v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#jx", static_cast<std::uintmax_t>(v));
@@ -348,52 +344,6 @@ class PoolResource final : public Resource {
   // The arena whose records and node cache the world-locked paths use when no
   // stream's arena is at hand (trim, the initial chunk of a stream-ordered pool).
   Arena& spare_arena() noexcept { return host_arena_ != nullptr ? *host_arena_ : spare_records_; }
-
-  // The chunk holding addr, or nullptr. Requires an arena mutex (or the
-  // world): the chunk table and the chunks' ranges change only under the world.
-  Chunk* chunk_at(std::uintptr_t addr) const noexcept {
-    // Branch-free binary search for the last chunk starting at or below addr.
-    const Chunk* const* base = by_addr_.data();
-    std::size_t n = by_addr_.size();
-    if (n == 0 || addr < base[0]->addr) return nullptr;
-    while (n > 1) {
-      const std::size_t half = n / 2;
-      base = base[half]->addr <= addr ? base + half : base;
-      n -= half;
-    }
-    Chunk* c = const_cast<Chunk*>(*base);
-    return addr - c->addr < c->size ? c : nullptr;
-  }
-
-  // The allocated block at addr in chunk c, checked against the free's
-  // request; throws INVALID_ARGUMENT, nothing changed, for anything else (a
-  // pointer the pool never handed out, an interior or freed one). c's lock
-  // held (or the only arena's mutex).
-  static Block* allocated_block(const Chunk* c, std::uintptr_t addr, std::size_t bytes, std::size_t alignment,
-                                owner_t owner) {
-    Block* b = (addr & (kGranule - 1)) == 0 ? c->extent->at(addr) : nullptr;
-    Block::Request expect;
-    expect.set(alignment, owner);
-    // One test on the common path; the error path says what was wrong.
-    if (__builtin_expect(b != nullptr && b->index == nullptr && b->request.bytes == bytes && b->request.tag == expect.tag, 1))
-      return b;
-    bad_free(b, addr, bytes, alignment, owner);
-  }
-
-  [[noreturn]] __attribute__((cold, noinline)) static void bad_free(const Block* b, std::uintptr_t addr, std::size_t bytes, std::size_t alignment,
-                                    owner_t owner) {
-    if (b == nullptr || b->index != nullptr) not_allocated(addr);  // no block starts there, or a free one
-    if (b->request.owner() != owner) throw_invalid_argument(wrong_owner(addr, b->request.owner(), owner));
-    if (b->request.bytes != bytes) {
-      throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
-                             ", freed with " + bytes_text(bytes));
-    }
-    if (b->request.alignment() != alignment) {
-      throw_invalid_argument("pool: alignment mismatch freeing " + hex(addr) + ": allocated with " +
-                             std::to_string(b->request.alignment()) + ", freed with " + std::to_string(alignment));
-    }
-    not_allocated(addr);  // not reached: one of the checks above failed
-  }
 
   // Requires world_. Throws std::bad_alloc with nothing changed.
   Arena* new_arena(stream_t stream) {
@@ -430,25 +380,31 @@ class PoolResource final : public Resource {
     settle(a);
   }
 
-  // Free the allocated block at addr in chunk c on arena a's stream (a locked).
-  void free_block(Arena& a, Chunk* c, std::uintptr_t addr, std::size_t bytes, std::size_t alignment, owner_t owner) {
+  // Free the block in `owner`'s table at `slot` on arena a's stream. Both locked.
+  void free_block(Arena& a, Arena& holder, std::size_t slot, std::size_t bytes, std::size_t alignment,
+                  owner_t owner) {
+    Block* b = holder.table.at(slot);
+    const std::uintptr_t addr = b->addr;
+    if (b->request.owner() != owner) throw_invalid_argument(wrong_owner(addr, b->request.owner(), owner));
+    if (b->request.bytes != bytes) {
+      throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
+                             ", freed with " + bytes_text(bytes));
+    }
+    if (b->request.alignment() != alignment) {
+      throw_invalid_argument("pool: alignment mismatch freeing " + hex(addr) + ": allocated with " +
+                             std::to_string(b->request.alignment()) + ", freed with " + std::to_string(alignment));
+    }
     const bool rec = order_ != nullptr && (eager_ || a.record_requested || a.unrecorded + 1 >= kRecordEvery);
     if (rec) {
-      {
-        ChunkGuard g(c);
-        (void)allocated_block(c, addr, bytes, alignment, owner);  // a bad free records nothing
-      }
-      // Capture the stream's work up to this free while its handle is surely
-      // alive; not under the chunk's spin lock. May throw; nothing changed yet.
+      // Capture the stream's work up to this free while its handle is surely alive.
       if (a.event == nullptr) a.event = order_->create_event();
-      order_->record_event(a.event, a.stream);
+      order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
     }
+    holder.table.erase_at(slot);
+    holder.used -= b->size;
     {
-      ChunkGuard g(c);
-      // (Checked again after a record: another thread may have freed it meanwhile.)
-      Block* b = allocated_block(c, addr, bytes, alignment, owner);
-      --c->allocated;
-      c->used -= b->size;
+      ChunkGuard g(b->chunk);
+      --b->chunk->allocated;
       insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
     }
     if (rec) {
@@ -458,25 +414,17 @@ class PoolResource final : public Resource {
     }
   }
 
-  // The record of `size` bytes at `mem` (from upstream), with its granule
-  // map, and room for one more chunk in the chunk table. Throws
-  // std::bad_alloc, nothing changed.
-  std::unique_ptr<Extent> new_extent(void* mem, std::size_t size) {
-    auto e = std::make_unique<Extent>();
+  // Link a new extent of `size` bytes at `mem` (from upstream), as one
+  // chunk; returns its one block (not indexed). Requires world_ (and a's
+  // lock, and a spare record in a).
+  Block* add_chunk(std::unique_ptr<Chunk> chunk, std::unique_ptr<Extent> extent, void* mem, std::size_t size,
+                   Arena& a) noexcept {
+    Extent* e = extent.release();
     e->addr = reinterpret_cast<std::uintptr_t>(mem);
     e->size = size;
-    e->make_map();
-    by_addr_.reserve(by_addr_.size() + 1);
-    return e;
-  }
-
-  // Link a new extent (new_extent()) as one chunk; returns its one block
-  // (not indexed). Requires world_ (and a's lock, and a spare record in a).
-  Block* add_chunk(std::unique_ptr<Chunk> chunk, std::unique_ptr<Extent> extent, Arena& a) noexcept {
-    Extent* e = extent.release();
-    pool_size_ += e->size;
+    pool_size_ += size;
     ++chunk_count_;
-    return link_chunk(chunk.release(), e, e->addr, e->size, a.nodes.get());
+    return link_chunk(chunk.release(), e, e->addr, size, a.nodes.get());
   }
 
   // Link chunk c as [addr, addr+size) of extent e, with b as its one block
@@ -496,11 +444,6 @@ class PoolResource final : public Resource {
     b->chunk = c;
     b->prev_phys = b->next_phys = nullptr;
     c->first = b;
-    e->at(addr) = b;
-    // Room was reserved (new_extent(), take_untouched()): no allocation here.
-    by_addr_.insert(std::upper_bound(by_addr_.begin(), by_addr_.end(), c,
-                                     [](const Chunk* x, const Chunk* y) { return x->addr < y->addr; }),
-                    c);
     return b;
   }
 
@@ -510,7 +453,6 @@ class PoolResource final : public Resource {
     if (c->next != nullptr) c->next->prev = c->prev;
     c->prev = c->next = nullptr;
     --c->extent->chunks;
-    by_addr_.erase(std::find(by_addr_.begin(), by_addr_.end(), c));
   }
 
   // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
@@ -532,7 +474,7 @@ class PoolResource final : public Resource {
   void* grow(World& world, Arena& a, std::size_t chunk_size, std::size_t n, std::size_t bytes,
              std::size_t alignment, owner_t owner, std::string& error) {
     auto chunk = std::make_unique<Chunk>();
-    std::unique_ptr<Extent> extent;  // made once the memory is there (its map is sized by it)
+    auto extent = std::make_unique<Extent>();
     pending_ += chunk_size;  // counts against the maximum while unlocked
     world.unlock();
     void* mem = nullptr;
@@ -553,8 +495,6 @@ class PoolResource final : public Resource {
     // while the stream is surely alive) before another stream may take it.
     try {
       reserve_records(a);
-      std::unique_ptr<Extent> full = new_extent(mem, chunk_size);
-      extent.swap(full);
       if (order_ != nullptr) record(a);
     } catch (...) {
       world.unlock();
@@ -564,7 +504,7 @@ class PoolResource final : public Resource {
       }
       throw;
     }
-    Block* b = add_chunk(std::move(chunk), std::move(extent), a);
+    Block* b = add_chunk(std::move(chunk), std::move(extent), mem, chunk_size, a);
     ChunkGuard g(b->chunk);
     return carve(a, b, &a.settled, n, bytes, alignment, owner);
   }
@@ -612,10 +552,7 @@ class PoolResource final : public Resource {
     reserve_records(a);
     const std::size_t piece = slab_size(a, r.need);
     std::unique_ptr<Chunk> rest_chunk;
-    if (b->size > piece && b->size - piece >= kGranule) {  // may throw
-      rest_chunk = std::make_unique<Chunk>();
-      by_addr_.reserve(by_addr_.size() + 1);
-    }
+    if (b->size > piece && b->size - piece >= kGranule) rest_chunk = std::make_unique<Chunk>();  // may throw
     {
       ChunkGuard g(b->chunk);
       untouched_.remove(b);
@@ -762,7 +699,6 @@ class PoolResource final : public Resource {
       seam->prev_phys = last;
       lo->size += hi->size;
       lo->allocated += hi->allocated;
-      lo->used += hi->used;
       unlink_chunk(hi);
       delete hi;
       sliced[i] = lo;
@@ -773,7 +709,6 @@ class PoolResource final : public Resource {
         last->size += seam->size;
         last->next_phys = seam->next_phys;
         if (last->next_phys != nullptr) last->next_phys->prev_phys = last;
-        seam->chunk->extent->at(seam->addr) = nullptr;
         a.nodes.put(seam);
         idx->insert(last);
       }
@@ -857,7 +792,6 @@ class PoolResource final : public Resource {
   std::size_t pending_ = 0;      // bytes being requested from upstream right now
   std::size_t chunk_count_ = 0;
   Chunk* chunks_ = nullptr;
-  std::vector<Chunk*> by_addr_;  // every chunk, by address: what chunk_at() searches
   std::vector<std::unique_ptr<Arena>> arenas_;  // never removed
   std::unordered_map<stream_t, Arena*> by_stream_;
   Arena* host_arena_ = nullptr;     // a host pool's only arena (streams are all one)

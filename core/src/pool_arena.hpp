@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pool_block.hpp"
+#include "pool_block_table.hpp"
 #include "pool_free_index.hpp"
 
 namespace tether::core::pool_detail {
@@ -57,9 +58,8 @@ class NodePool {
 
 // What one stream of a stream-ordered pool owns (a host pool has one arena):
 // the blocks it freed (fresh ones not yet covered by its event, settled ones
-// covered) and spare records. Its mutex guards all of that and the arena's
-// fields; the chunk locks guard the physical layout. Allocated blocks belong
-// to no arena: a free finds them through the extent's granule map.
+// covered), the blocks it handed out, and spare records. Its mutex guards all
+// of that and the arena's fields; the chunk locks guard the physical layout.
 struct alignas(64) Arena {
   Arena(stream_t s, std::size_t i) noexcept : stream(s), id(i), fresh(this, true), settled(this, false) {}
   std::mutex mutex;
@@ -70,7 +70,9 @@ struct alignas(64) Arena {
   StreamOrder::event_t event = nullptr;  // recorded on `stream`; covers `settled`
   unsigned unrecorded = 0;               // frees into `fresh` since the last record
   bool record_requested = false;         // another stream wants this arena's fresh memory
+  BlockTable table;                      // the blocks this arena handed out
   NodePool nodes;
+  std::size_t used = 0;                  // bytes in the blocks of `table`
   std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
 };
 
@@ -95,6 +97,7 @@ class ChunkGuard {
 // carving cannot fail half-way. Throws std::bad_alloc with nothing changed.
 inline void reserve_records(Arena& a) {
   if (a.nodes.spare() < kRecordsPerAllocation + 1) a.nodes.reserve(kRecordsPerAllocation + 1);
+  a.table.reserve_one();
 }
 
 // Split b at `offset`; returns the new upper piece (not free, not indexed). Chunk lock held.
@@ -108,7 +111,6 @@ inline Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
   if (c->next_phys != nullptr) c->next_phys->prev_phys = c;
   b->next_phys = c;
   b->size = offset;
-  c->chunk->extent->at(c->addr) = c;
   return c;
 }
 
@@ -128,7 +130,6 @@ inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
     p->size += b->size;
     p->next_phys = b->next_phys;
     if (p->next_phys != nullptr) p->next_phys->prev_phys = p;
-    b->chunk->extent->at(b->addr) = nullptr;
     a.nodes.put(b);
     b = p;
   }
@@ -137,7 +138,6 @@ inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
     b->size += n->size;
     b->next_phys = n->next_phys;
     if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
-    n->chunk->extent->at(n->addr) = nullptr;
     a.nodes.put(n);
   }
   idx->insert(b);
@@ -162,7 +162,8 @@ inline void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size
   b->request.bytes = bytes;
   b->request.set(alignment, owner);
   ++b->chunk->allocated;
-  b->chunk->used += b->size;
+  a.table.insert(b->addr, b);
+  a.used += b->size;
   return reinterpret_cast<void*>(b->addr);
 }
 

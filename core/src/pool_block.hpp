@@ -6,9 +6,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <thread>
 
 #include "address_table.hpp"
@@ -61,28 +58,12 @@ struct alignas(64) Block {
 static_assert(sizeof(Block) == 64, "a block record is one cache line");
 
 // One allocation from upstream. It is given back whole, once every chunk
-// carved from it is wholly free. Its granule map finds a block from its
-// address with no search: map[(addr - extent addr) >> kGranuleShift] is the
-// record of the block that starts there (free or allocated), nullptr at
-// granules no block starts at. One word per granule (1/32 of the extent),
-// calloc'ed, so a large extent's map costs address space, and memory only
-// where blocks start. Written under the chunk lock of the block (or the world).
+// carved from it is wholly free.
 struct Extent {
-  struct FreeMap {
-    void operator()(Block** m) const noexcept { std::free(m); }
-  };
   std::uintptr_t addr = 0;
   std::size_t size = 0;
   std::size_t chunks = 0;  // chunks that tile it
   bool busy = false;       // scratch for the world-locked scans
-  std::unique_ptr<Block*[], FreeMap> map;
-
-  // Throws std::bad_alloc.
-  void make_map() {
-    map.reset(static_cast<Block**>(std::calloc(size >> kGranuleShift, sizeof(Block*))));
-    if (map == nullptr) throw std::bad_alloc();
-  }
-  Block*& at(std::uintptr_t a) const noexcept { return map[(a - addr) >> kGranuleShift]; }
 };
 
 // A contiguous piece of one extent, carved into blocks: the unit of physical
@@ -95,7 +76,6 @@ struct alignas(64) Chunk {
   std::uintptr_t addr = 0;
   std::size_t size = 0;
   std::size_t allocated = 0;  // allocated blocks in it: 0 means wholly free
-  std::size_t used = 0;       // bytes in its allocated blocks
   Block* first = nullptr;     // lowest-addressed block (never merged away)
   Chunk* prev = nullptr;      // the pool's list of chunks
   Chunk* next = nullptr;
