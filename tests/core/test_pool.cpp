@@ -107,6 +107,39 @@ TEST(Pool, RejectedFreeChangesNothing) {
   EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
 }
 
+// A free finds its block through the granule map: an address where a block
+// started before it merged away, one inside a later, larger block, one not
+// on a granule, one outside every chunk and one in a chunk already given back
+// must all be refused, and change nothing.
+TEST(Pool, PointersWhereNoBlockStartsAreRejected) {
+  auto pool = make_pool(core::make_host_resource(), MiB);
+  char* a = static_cast<char*>(pool->allocate(256, 0, 0));
+  char* b = static_cast<char*>(pool->allocate(256, 0, 0));
+  ASSERT_EQ(b, a + 256);
+  pool->deallocate(b, 256, 0, 0);
+  pool->deallocate(a, 256, 0, 0);  // a and b merge back into the chunk's one block
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(b, 256, 0, 0); }));
+  char* big = static_cast<char*>(pool->allocate(4096, 0, 0));
+  ASSERT_EQ(big, a);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(b, 256, 0, 0); }));  // inside big
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(big + 1, 4096, 0, 0); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(a - 256, 256, 0, 0); }));
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(a + MiB, 256, 0, 0); }));
+  int local = 0;
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(&local, sizeof local, 0, 0); }));
+  EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB - 4096);
+  pool->deallocate(big, 4096, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+
+  // A chunk given back by trim: its addresses are no longer the pool's.
+  auto grown = make_pool(core::make_host_resource(), 0);
+  void* p = grown->allocate(4096, 0, 0);
+  grown->deallocate(p, 4096, 0, 0);
+  grown->trim();
+  ASSERT_EQ(core::pool_info(*grown).chunk_count, 0u);
+  EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { grown->deallocate(p, 4096, 0, 0); }));
+}
+
 TEST(Pool, SizesAreRoundedToTheGranule) {
   auto pool = make_pool(core::make_host_resource(), MiB, MiB);
   void* a = pool->allocate(1, 0, 0);
