@@ -95,7 +95,10 @@ def _address(name: str) -> int:
     through ``ffi.addressof``, which gives cffi's C wrapper - a C frame that a C++ exception
     thrown to PyTorch (tether/torch.h, "Failures") could not unwind through."""
     import ctypes
-    return int(ctypes.cast(getattr(ctypes.CDLL(library_path()), name), ctypes.c_void_p).value)
+    address = ctypes.cast(getattr(ctypes.CDLL(library_path()), name), ctypes.c_void_p).value
+    if address is None:  # c_void_p reads NULL as None; a found symbol is never NULL
+        raise OSError(f"libtether has no {name}")
+    return address
 
 
 def _register_contract(pluggable: Any, version: str, record_stream: bool) -> None:
