@@ -50,6 +50,8 @@ pub enum ResourceKind {
     Prefetch,
     /// A resource whose allocation functions are user callbacks (kind 17).
     Callback,
+    /// The mapping behind a buffer imported from another process ([`crate::import_ipc`], kind 18).
+    Ipc,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -77,6 +79,7 @@ impl ResourceKind {
             15 => ResourceKind::Aligned,
             16 => ResourceKind::Prefetch,
             17 => ResourceKind::Callback,
+            sys::TETHER_RESOURCE_KIND_IPC => ResourceKind::Ipc,
             other => ResourceKind::Other(other),
         }
     }
