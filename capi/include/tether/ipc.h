@@ -119,7 +119,9 @@ TETHER_API tether_status_t tether_buffer_export_ipc(tether_buffer_t* buffer, tet
  * into a buffer of your own). The last release waits until the device's work
  * is done (cuCtxSynchronize: the mapping must not disappear under a kernel, on
  * any stream), then drops its share of the mapping, closing it with the last
- * share; the exporter's memory is not freed.
+ * share; the exporter's memory is not freed. Because of that wait,
+ * tether_buffer_record_stream has nothing to add on an imported buffer (it is
+ * accepted and changes nothing); tether_buffer_set_stream works as usual.
  *
  * Ownership: `handle` is only read (the caller keeps it); *out is +1.
  * Errors: INVALID_ARGUMENT for handle or out NULL, for bytes that are no tether
