@@ -166,8 +166,9 @@ def gen_docs(kinds: list[dict[str, Any]]) -> str:
             "Each parameter means what the same field of the C options struct means",
             f"({structs}); the defaults are its ``_INIT`` macro's.",
             "No spec names "
-            + " or ".join(f"``{k['name']}`` (:doc:`/{k['page']}`)" for k in kinds if not k["spec"])
-            + ": they are made of functions."]
+            + ", ".join(f"``{k['name']}`` ({k['doc']}, :doc:`/{k['page']}`)" for k in kinds if not k["spec"])
+            + ": the first ones are made of functions, and an imported buffer's mapping is made by"
+            " :c:func:`tether_buffer_import_ipc`."]
     return "\n".join(out) + "\n"
 
 
@@ -221,19 +222,22 @@ def gen_python(kinds: list[dict[str, Any]]) -> str:
            "    caches: bool",
            "    options: Union[str, None]",
            "    params: tuple[Param, ...]",
+           "    allocator: bool",
            "",
            "",
            "KINDS: Final[tuple[Kind, ...]] = ("]
     for k in kinds:
         opts = f'"{options_struct(k)}"' if k["options"] else "None"
-        out.append(f'    Kind("{k["name"]}", {k["kind"]}, "{k["python"]}", "{k["shape"]}", {k["spec"]}, '
-                   f'{bool(k.get("bins"))}, "{k["memory"]}", {bool(k.get("caches"))}, {opts}, (' + ("" if k["params"] else ")),"))
+        python = f'"{k["python"]}"' if k["python"] else "None"
+        tail = f"), {k.get('allocator', True)}),"
+        out.append(f'    Kind("{k["name"]}", {k["kind"]}, {python}, "{k["shape"]}", {k["spec"]}, '
+                   f'{bool(k.get("bins"))}, "{k["memory"]}", {bool(k.get("caches"))}, {opts}, (' + ("" if k["params"] else tail))
         for p in k["params"]:
             alias = f'"{p["alias"]}"' if p.get("alias") else "None"
             out.append(f'        Param("{p["name"]}", "{p["unit"]}", {p["default"]!r}, {alias}, {spec_param(p)}, '
                        f'{bool(p.get("python_alias", True))}),')
         if k["params"]:
-            out.append("    )),")
+            out.append(f"    ), {k.get('allocator', True)}),")
     out += [")", "", "# The constructors' defaults, one per parameter that has one."]
     for k in kinds:
         for p in k["params"]:

@@ -25,6 +25,11 @@ struct BufferObject : Object {
   std::size_t pins = 0;
   // Other streams the memory is used on (tether_buffer_record_stream), distinct, never `stream`.
   std::vector<core::stream_t> uses;
+  // Exported to other processes (tether_buffer_export_ipc): resize is refused, since it
+  // would free memory that importers may have mapped. `exports` holds what the exports
+  // need alive as long as the memory (their interprocess events).
+  bool exported = false;
+  std::vector<std::shared_ptr<void>> exports;
 
   // Free ptr (size bytes): at once, or once every recorded stream is done with it.
   void free_memory(void* p, std::size_t n) {
@@ -45,6 +50,7 @@ struct BufferObject : Object {
         // Nothing can be reported from a release; the memory is leaked.
       }
     }
+    exports.clear();
     core.reset();
     release_resource(resource);
   }
@@ -126,6 +132,35 @@ void check_range(std::size_t offset, std::size_t n, std::size_t size, const char
 }
 
 }  // namespace
+
+tether_buffer_t* make_buffer(tether_resource_t* resource, std::size_t size, core::stream_t stream) {
+  ResourceRef r(resource);
+  HandleRef owner = retained(r);  // the buffer's reference, taken first: nothing to undo if it fails
+  auto* b = new BufferObject;
+  b->core = r->core;
+  b->props = r->core->properties();
+  b->stream = stream;
+  b->size = size;
+  try {
+    b->ptr = b->core->allocate(size, 0, stream);
+  } catch (...) {
+    b->size = 0;
+    delete b;
+    throw;
+  }
+  b->resource = owner.release();
+  return reinterpret_cast<tether_buffer_t*>(registry::create(ObjectType::Buffer, b));
+}
+
+void export_buffer(tether_buffer_t* buffer, const ExportFunction& f) {
+  BufferRef b(buffer);
+  std::lock_guard<std::mutex> lock(b->mutex);  // the memory cannot move (resize) while it is exported
+  std::shared_ptr<void> keep;
+  f(*b->core, b->ptr, b->size, keep);
+  if (keep) b->exports.push_back(std::move(keep));
+  b->exported = true;
+}
+
 }  // namespace tether::capi
 
 using namespace tether;
@@ -143,22 +178,7 @@ TETHER_API tether_status_t tether_buffer_create(tether_resource_t* resource, int
       current = current_resource(device);
       resource = current.get();
     }
-    ResourceRef r(resource);
-    HandleRef owner = retained(r);  // the buffer's reference, taken first: nothing to undo if it fails
-    auto* b = new BufferObject;
-    b->core = r->core;
-    b->props = r->core->properties();
-    b->stream = stream;
-    b->size = size;
-    try {
-      b->ptr = b->core->allocate(size, 0, stream);
-    } catch (...) {
-      b->size = 0;
-      delete b;
-      throw;
-    }
-    b->resource = owner.release();
-    *out = reinterpret_cast<tether_buffer_t*>(registry::create(ObjectType::Buffer, b));
+    *out = make_buffer(resource, size, stream);
   });
 }
 
@@ -295,6 +315,10 @@ TETHER_API tether_status_t tether_buffer_resize(tether_buffer_t* buffer, size_t 
           " export(s) (a memory view, a DLPack tensor, ...: tether_buffer_pin) that still use its "
           "memory; resizing would free it under them. Copy into a new buffer instead, or resize "
           "once every export is gone");
+    if (b->exported)
+      core::throw_invalid_argument(
+          "the buffer was exported to other processes (tether_buffer_export_ipc), which may have its memory "
+          "mapped; resizing would free it under them. Copy into a new buffer instead");
     if (new_size == b->size) return;
     void* fresh = b->core->allocate(new_size, 0, b->stream);
     try {

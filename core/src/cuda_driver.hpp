@@ -40,7 +40,10 @@ inline constexpr int kMinimumDriverVersion = 12000;
 // Resolved when the driver has them, nullptr otherwise: a missing one never
 // fails the load (tests check with test_entry_point()).
 // To call a new driver function, add it to the first list (or, for tests
-// only, the second); nothing else is written per entry point.
+// only, the second); nothing else is written per entry point. Names are the
+// base names (cuIpcOpenMemHandle, cuMemGetAddressRange, cuDeviceGetUuid):
+// cuGetProcAddress at the 12.0 ABI returns their current (_v2) versions,
+// whose signatures are the ones written here.
 #define TETHER_CUDA_LIBRARY_ENTRY_POINTS(X)                                   \
   X(GetErrorName, (CUresult, const char**))                                   \
   X(GetErrorString, (CUresult, const char**))                                 \
@@ -77,7 +80,14 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(MemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void*))          \
   X(MemPoolTrimTo, (CUmemoryPool, std::size_t))                               \
   X(MemAllocFromPoolAsync, (CUdeviceptr*, std::size_t, CUmemoryPool, CUstream)) \
-  X(MemFreeAsync, (CUdeviceptr, CUstream))
+  X(MemFreeAsync, (CUdeviceptr, CUstream))                                   \
+  X(DeviceGetUuid, (CUuuid*, CUdevice))                                       \
+  X(MemGetAddressRange, (CUdeviceptr*, std::size_t*, CUdeviceptr))            \
+  X(IpcGetMemHandle, (CUipcMemHandle*, CUdeviceptr))                          \
+  X(IpcOpenMemHandle, (CUdeviceptr*, CUipcMemHandle, unsigned))               \
+  X(IpcCloseMemHandle, (CUdeviceptr))                                         \
+  X(IpcGetEventHandle, (CUipcEventHandle*, CUevent))                          \
+  X(IpcOpenEventHandle, (CUevent*, CUipcEventHandle))
 
 // TETHER_CUDA_OPTIONAL_ENTRY_POINTS: what the library calls only for an optional
 // feature (prefetching). nullptr when the driver lacks it; the feature then

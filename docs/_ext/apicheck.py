@@ -87,9 +87,10 @@ class CHeaders:
             kind, tag, body, name = m.groups()
             self.types.add(name)
             if kind == "struct":
-                # A member's name is its last word, or (function pointers) the one in "(*name)".
+                # A member's name is its last word (arrays: before "[N]"), or (function
+                # pointers) the one in "(*name)".
                 self.structs[tag] = [fp.group(1) if (fp := re.search(r"\(\s*\*\s*(\w+)\s*\)", decl))
-                                     else re.findall(r"\w+", decl)[-1]
+                                     else re.findall(r"\w+", re.sub(r"\[[^\]]*\]", " ", decl))[-1]
                                      for decl in body.split(";") if re.search(r"\w", decl)]
             else:
                 self.enums[tag] = {e: int(v) for e, v in re.findall(r"(TETHER_\w+)\s*=\s*(\d+)", body)}

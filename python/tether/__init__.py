@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ._ffi import __version__, lib, library_path
-from ._convert import CURRENT_DEVICE, HOST, parse_size
+from ._convert import CURRENT_DEVICE, HOST, IPC_HANDLE_SIZE, parse_size
 from ._errors import (CudaError, InternalError, InvalidArgumentError, InvalidHandleError, LockedError,
                       NoDeviceError, NotSupportedError, OutOfMemoryError, PinnedError, ShuttingDownError,
                       TetherError, VersionMismatchError)
@@ -25,7 +25,7 @@ from ._resources import (HostResource, PoolInfo, PoolResource, Resource, Resourc
                          StatisticsAdaptor, UpstreamAdaptor)
 from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
                     cuda_device_count, cuda_device_name, cuda_driver_version)
-from ._buffer import Buffer
+from ._buffer import Buffer, import_ipc
 from ._spec import from_spec
 from ._limiting import LimitingAdaptor
 from ._tracking import TrackingAdaptor, TrackingRecord
@@ -86,7 +86,7 @@ __all__ = [
     "Statistics", "PoolInfo",
     "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_device_name", "cuda_driver_version",
-    "Buffer", "from_spec",
+    "Buffer", "from_spec", "import_ipc", "IPC_HANDLE_SIZE",
     "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",

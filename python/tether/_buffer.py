@@ -19,7 +19,8 @@ import functools
 import operator
 from typing import Any, TypeVar, cast
 
-from ._convert import CURRENT_DEVICE, DeviceLike, Size, StreamLike, device_value, handle_value, parse_size, stream_value
+from ._convert import (CURRENT_DEVICE, IPC_HANDLE_SIZE, DeviceLike, Size, StreamLike, device_value, handle_value,
+                       ipc_handle_value, parse_size, stream_value)
 from ._errors import InvalidArgumentError, NoDeviceError, PinnedError, check, closed_error, error_for, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -254,6 +255,38 @@ class Buffer(Handle):
                 if lib.tether_buffer_get_pin_count(h, pins) == lib.TETHER_OK and pins[0]:
                     raise PinnedError(str(err), status) from None
             raise err
+
+    # ---- sharing with other processes ------------------------------------------
+
+    def export_ipc(self, stream: StreamLike = None) -> bytes:
+        """Share this buffer's device memory with another process (CUDA IPC).
+
+        Returns ``tether.IPC_HANDLE_SIZE`` bytes to send to the other process
+        any way bytes travel (pickle, a pipe, a Dask message); there
+        :py:func:`tether.import_ipc` maps the same memory. Nothing is
+        transferred: this buffer still owns the memory and must stay alive
+        (not closed, not collected) until every importer has closed its
+        imported buffer - a free in the exporter while another process maps
+        the memory is undefined in CUDA. From now on :py:meth:`resize` is
+        refused (ValueError).
+
+        ``stream``: None, or a stream (an int, or an object with
+        ``__cuda_stream__``) on which work that writes the buffer was
+        enqueued: an interprocess event is recorded on it, and ``import_ipc``
+        waits for it, so the importer sees that work done. With None nothing
+        is recorded: make sure the writes are complete (synchronise) before
+        the importer reads.
+
+        Device memory from a ``cuda`` resource, or a pool, arena, binning or
+        adaptor over one, can be shared. Raises NotSupportedError (a
+        NotImplementedError) with the reason for host, pinned-host and managed
+        memory, the ``async`` resource (also with ``ipc_handle_type="posix_fd"``,
+        not supported yet) and memory the driver refuses; NoDeviceError
+        without CUDA; ValueError for a 0-byte buffer.
+        """
+        out = ffi.new("tether_ipc_handle_t*")
+        self._check(lib.tether_buffer_export_ipc(self._live(), 0 if stream is None else stream_value(stream), out))
+        return bytes(ffi.buffer(out.data, IPC_HANDLE_SIZE))
 
     # ---- copies ---------------------------------------------------------------
 
@@ -498,3 +531,35 @@ _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _CAPSULE_NAMES = tuple(int(ffi.cast("uintptr_t", lib._tether_py_dlpack_capsule_name(v))) for v in (0, 1))
 _CAPSULE_DESTRUCTOR = lib._tether_py_dlpack_capsule_destructor()
+
+
+def import_ipc(data: object, device: DeviceLike | None = None) -> Buffer:
+    """Map device memory that another process exported with :py:meth:`Buffer.export_ipc`.
+
+    ``data``: the exported bytes (any bytes-like object of
+    ``tether.IPC_HANDLE_SIZE`` bytes; ValueError naming ``data`` for another
+    length or bytes that are no tether IPC handle). ``device``: the CUDA
+    device whose context maps the memory; None maps it on the GPU that holds
+    it, found by its UUID (device numbers differ between processes with
+    different ``CUDA_VISIBLE_DEVICES``); another device maps it through peer
+    access. If the export was given a stream, this waits until the
+    exporter's work on it before the export is done.
+
+    Returns a new device Buffer of the exported size on the default stream.
+    It works like any device buffer (copies, ``__cuda_array_interface__``,
+    DLPack), except that :py:meth:`Buffer.resize` raises NotSupportedError
+    and it cannot be exported again. Closing it (or its collection) waits
+    for the device's work and unmaps the memory; the exporter's memory is not
+    freed. Raises NoDeviceError without CUDA or when the exporter's GPU is not
+    visible, CudaError when the driver cannot map the memory (the exporter
+    exited or freed it, or this is the exporting process).
+    """
+    raw = ipc_handle_value(data)
+    dev = CURRENT_DEVICE if device is None else device_value(device)
+    handle = ffi.new("tether_ipc_handle_t*")
+    ffi.memmove(handle.data, raw, IPC_HANDLE_SIZE)
+    out = ffi.new("tether_buffer_t**")
+    check(lib.tether_buffer_import_ipc(handle, dev, out))
+    obj = Buffer.__new__(Buffer)
+    obj._h = out[0]
+    return obj

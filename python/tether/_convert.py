@@ -231,6 +231,29 @@ def device_value(device: object) -> int:
                      "an int (a CUDA device id, tether.HOST or tether.CURRENT_DEVICE)")
 
 
+#: Size in bytes of a CUDA IPC handle (``TETHER_IPC_HANDLE_SIZE``): what
+#: :py:meth:`tether.Buffer.export_ipc` returns and :py:func:`tether.import_ipc` takes.
+IPC_HANDLE_SIZE: int = lib.TETHER_IPC_HANDLE_SIZE
+
+
+def ipc_handle_value(data: object, what: str = "data") -> bytes:
+    """The bytes of an IPC handle: any bytes-like object of exactly IPC_HANDLE_SIZE bytes.
+
+    TypeError for a str or a non-bytes-like object, ValueError naming ``what``
+    for the wrong length. The content is checked by the library.
+    """
+    if isinstance(data, str):
+        raise TypeError(f"{what} must be bytes (from Buffer.export_ipc()), not str")
+    try:
+        raw = bytes(memoryview(cast(bytes, data)))
+    except TypeError:
+        raise TypeError(f"{what} must be bytes (from Buffer.export_ipc()), not {type(data).__name__}") from None
+    if len(raw) != IPC_HANDLE_SIZE:
+        raise ValueError(f"{what} must be {IPC_HANDLE_SIZE} bytes (a tether IPC handle from Buffer.export_ipc()), "
+                         f"not {len(raw)}")
+    return raw
+
+
 def handle_value(handle: object, what: str = "handle") -> int:
     """A C handle given as an int: an address, 0 <= handle < 2**64 (0 is NULL, refused by the caller)."""
     return int_value(handle, what, 0, UINTPTR_MAX, "an int (a C handle value)")

@@ -36,67 +36,69 @@ class Kind(NamedTuple):
     caches: bool
     options: Union[str, None]
     params: tuple[Param, ...]
+    allocator: bool
 
 
 KINDS: Final[tuple[Kind, ...]] = (
-    Kind("host", 1, "HostResource", "leaf", True, False, "host", False, None, ()),
+    Kind("host", 1, "HostResource", "leaf", True, False, "host", False, None, (), True),
     Kind("pool", 2, "PoolResource", "upstream", True, False, "upstream", True, "tether_pool_options_t", (
         Param("initial_size", "size", 0, "initial_pool_size", True, True),
         Param("maximum_size", "size", 0, "maximum_pool_size", True, True),
         Param("growth_size", "size", 0, None, True, True),
-    )),
-    Kind("statistics", 3, "StatisticsAdaptor", "upstream", True, False, "upstream", False, None, ()),
-    Kind("cuda", 4, "CudaResource", "device", True, False, "device", False, None, ()),
+    ), True),
+    Kind("statistics", 3, "StatisticsAdaptor", "upstream", True, False, "upstream", False, None, (), True),
+    Kind("cuda", 4, "CudaResource", "device", True, False, "device", False, None, (), True),
     Kind("async", 5, "AsyncResource", "device", True, False, "device", False, "tether_async_options_t", (
         Param("use_default_pool", "bool", False, None, True, True),
         Param("initial_pool_size", "size", 0, "initial_size", True, False),
         Param("release_threshold", "size", 0, None, True, True),
         Param("maximum_pool_size", "size", 0, "maximum_size", True, False),
         Param("ipc_handle_type", "enum", 0, None, True, True),
-    )),
-    Kind("managed", 6, "ManagedResource", "device", True, False, "managed", False, None, ()),
-    Kind("pinned_host", 7, "PinnedHostResource", "device", True, False, "pinned", False, None, ()),
+    ), True),
+    Kind("managed", 6, "ManagedResource", "device", True, False, "managed", False, None, (), True),
+    Kind("pinned_host", 7, "PinnedHostResource", "device", True, False, "pinned", False, None, (), True),
     Kind("arena", 8, "ArenaResource", "upstream", True, False, "upstream", True, "tether_arena_options_t", (
         Param("arena_size", "size", 0, None, True, True),
         Param("superblock_size", "size", 0, None, True, True),
-    )),
+    ), True),
     Kind("binning", 9, "BinningResource", "upstream", True, True, "upstream", True, "tether_binning_options_t", (
         Param("min_size_exponent", "u32", 0, None, True, True),
         Param("max_size_exponent", "u32", 0, None, True, True),
         Param("blocks_to_preallocate", "count", 0, None, True, True),
         Param("fallback", "resource", None, None, True, True),
-    )),
+    ), True),
     Kind("fixed_size", 10, "FixedSizeResource", "upstream", True, False, "upstream", True, "tether_fixed_size_options_t", (
         Param("block_size", "size", 1048576, None, True, True),
         Param("blocks_to_preallocate", "count", 128, None, True, True),
-    )),
+    ), True),
     Kind("limiting", 11, "LimitingAdaptor", "upstream", True, False, "upstream", False, "tether_limiting_options_t", (
         Param("limit", "size", 0, "allocation_limit", True, True),
-    )),
+    ), True),
     Kind("tracking", 12, "TrackingAdaptor", "upstream", True, False, "upstream", False, "tether_tracking_options_t", (
         Param("capture_stacks", "bool", False, None, True, True),
-    )),
+    ), True),
     Kind("logging", 13, "LoggingAdaptor", "upstream", True, False, "upstream", False, "tether_logging_options_t", (
         Param("path", "path", None, "log_file_name", True, True),
         Param("callback", "function", None, None, False, True),
         Param("user", "pointer", None, None, False, True),
         Param("destroy", "function", None, None, False, True),
-    )),
+    ), True),
     Kind("failure_callback", 14, "FailureCallbackAdaptor", "upstream", False, False, "upstream", False, "tether_failure_callback_options_t", (
         Param("callback", "function", None, None, False, True),
         Param("user", "pointer", None, None, False, True),
         Param("destroy", "function", None, None, False, True),
-    )),
+    ), True),
     Kind("aligned", 15, "AlignedAdaptor", "upstream", True, False, "upstream", False, "tether_aligned_options_t", (
         Param("alignment", "size", 256, None, True, True),
         Param("threshold", "size", 0, "alignment_threshold", True, True),
-    )),
-    Kind("prefetch", 16, "PrefetchAdaptor", "upstream", True, False, "managed_upstream", False, None, ()),
+    ), True),
+    Kind("prefetch", 16, "PrefetchAdaptor", "upstream", True, False, "managed_upstream", False, None, (), True),
     Kind("callback", 17, "CallbackResource", "leaf", False, False, "user", False, "tether_callback_options_t", (
         Param("device", "device", -1, None, False, True),
         Param("device_accessible", "bool", False, None, False, True),
         Param("host_accessible", "bool", True, None, False, True),
-    )),
+    ), True),
+    Kind("ipc", 18, None, "leaf", False, False, "device", False, None, (), False),
 )
 
 # The constructors' defaults, one per parameter that has one.

@@ -503,3 +503,25 @@ TEST(Suballocators, FixedSizeResource) {
   EXPECT_EQ(info.free_blocks, 3u);
   fixed.deallocate(p, 4096);
 }
+
+// CUDA IPC through the wrapper, the parts that need no GPU (tests/gpu/test_gpu_ipc.c has the rest).
+TEST_F(Wrapper, IpcExportOfHostMemoryIsNotSupportedAndForeignBytesAreRefused) {
+  tether::resource host = tether::host_resource();
+  tether::buffer b(host, 4096);
+  try {
+    (void)b.export_ipc();
+    ADD_FAILURE() << "export_ipc of host memory did not throw";
+  } catch (const tether::not_supported_error& e) {
+    EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
+  }
+  b.resize(8192);  // a refused export is no export
+  tether_ipc_handle_t zeros{};
+  static_assert(sizeof zeros == TETHER_IPC_HANDLE_SIZE, "plain bytes");
+  try {
+    (void)tether::import_ipc(zeros);
+    ADD_FAILURE() << "import_ipc of zeros did not throw";
+  } catch (const tether::invalid_argument_error& e) {
+    EXPECT_NE(std::string(e.what()).find("handle"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tether::import_ipc(zeros, 0), tether::invalid_argument_error);
+}

@@ -32,5 +32,6 @@
 #include "tether/callback.h"
 #include "tether/logging.h"
 #include "tether/failure_callback.h"
+#include "tether/ipc.h"
 
 #endif /* TETHER_TETHER_H */

@@ -16,6 +16,7 @@ pub const TETHER_IPC_HANDLE_POSIX_FD: u32 = 1;
 pub const TETHER_TORCH_NULL_ON_FAILURE: u32 = 1;
 pub const TETHER_TORCH_BOUND_SLOTS: u32 = 8;
 pub const TETHER_TORCH_STATS_FIRST_SIZE: u32 = 48;
+pub const TETHER_IPC_HANDLE_SIZE: u32 = 192;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __uint64_t = ::std::os::raw::c_ulong;
@@ -106,6 +107,7 @@ pub const TETHER_RESOURCE_KIND_FAILURE_CALLBACK: tether_resource_kind = 14;
 pub const TETHER_RESOURCE_KIND_ALIGNED: tether_resource_kind = 15;
 pub const TETHER_RESOURCE_KIND_PREFETCH: tether_resource_kind = 16;
 pub const TETHER_RESOURCE_KIND_CALLBACK: tether_resource_kind = 17;
+pub const TETHER_RESOURCE_KIND_IPC: tether_resource_kind = 18;
 #[doc = " What a resource is. Values are stable."]
 pub type tether_resource_kind = ::std::os::raw::c_uint;
 #[doc = " What a resource is. Values are stable."]
@@ -4810,5 +4812,118 @@ extern "C" {
         upstream: *mut tether_resource_t,
         options: *const tether_failure_callback_options_t,
         out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+#[doc = " An exported buffer, as plain bytes: copy it, send it, compare it with memcmp."]
+#[doc = " The layout of `data` is internal and versioned (a magic number and a version"]
+#[doc = " first; then the exporter's device UUID, the offset and size of the buffer in"]
+#[doc = " the driver allocation, the driver's memory handle, an optional event handle"]
+#[doc = " and the exporter's process id). Handles are meaningful only on the machine"]
+#[doc = " that made them, to processes using the same tether major version."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_ipc_handle {
+    #[doc = " TETHER_IPC_HANDLE_SIZE bytes (written as a number: the cdef of the Python package needs one)."]
+    pub data: [::std::os::raw::c_uchar; 192usize],
+}
+#[test]
+fn bindgen_test_layout_tether_ipc_handle() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_ipc_handle>(),
+        192usize,
+        concat!("Size of: ", stringify!(tether_ipc_handle))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_ipc_handle>(),
+        1usize,
+        concat!("Alignment of ", stringify!(tether_ipc_handle))
+    );
+    fn test_field_data() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_ipc_handle>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).data) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_ipc_handle),
+                "::",
+                stringify!(data)
+            )
+        );
+    }
+    test_field_data();
+}
+#[doc = " An exported buffer, as plain bytes: copy it, send it, compare it with memcmp."]
+#[doc = " The layout of `data` is internal and versioned (a magic number and a version"]
+#[doc = " first; then the exporter's device UUID, the offset and size of the buffer in"]
+#[doc = " the driver allocation, the driver's memory handle, an optional event handle"]
+#[doc = " and the exporter's process id). Handles are meaningful only on the machine"]
+#[doc = " that made them, to processes using the same tether major version."]
+pub type tether_ipc_handle_t = tether_ipc_handle;
+extern "C" {
+    #[doc = " Export `buffer`'s memory for another process into *out."]
+    #[doc = ""]
+    #[doc = " stream: 0, or a stream on which work that writes the buffer was enqueued. If"]
+    #[doc = " nonzero, an interprocess event is recorded on it now, and tether_buffer_import_ipc"]
+    #[doc = " waits for that event before it returns, so the importer sees that work done."]
+    #[doc = " With 0 no event is recorded: the exporter must itself make sure the memory's"]
+    #[doc = " writes are complete (e.g. synchronise) before the importer reads it. The"]
+    #[doc = " event lives as long as the exporting buffer (each export with a stream adds one)."]
+    #[doc = ""]
+    #[doc = " Ownership: nothing is transferred (see the top of this file); *out owns"]
+    #[doc = " nothing. From now on the buffer refuses tether_buffer_resize. Keep the buffer"]
+    #[doc = " alive until every importer has released its import."]
+    #[doc = ""]
+    #[doc = " Errors: INVALID_HANDLE for a bad buffer; INVALID_ARGUMENT for out == NULL or"]
+    #[doc = " a 0-byte buffer (nothing to share); NOT_SUPPORTED for memory that cannot be"]
+    #[doc = " shared (host, pinned host, managed, the async resource, memory the driver"]
+    #[doc = " refuses), with the reason; NO_DEVICE without a CUDA driver; CUDA if the"]
+    #[doc = " driver fails otherwise (e.g. recording the event on a bad stream)."]
+    #[doc = " *out is written only on success."]
+    pub fn tether_buffer_export_ipc(
+        buffer: *mut tether_buffer_t,
+        stream: tether_stream_t,
+        out: *mut tether_ipc_handle_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Map memory exported by another process: *out receives +1 on a new buffer of"]
+    #[doc = " the exported size whose pointer is the exported memory as seen from `device`."]
+    #[doc = ""]
+    #[doc = " device: the CUDA device whose primary context maps the memory. TETHER_DEVICE_CURRENT"]
+    #[doc = " means the GPU that holds the memory, found by the UUID in the handle (the"]
+    #[doc = " device numbers of two processes may differ, e.g. under different"]
+    #[doc = " CUDA_VISIBLE_DEVICES); NO_DEVICE if this process cannot see that GPU. Another"]
+    #[doc = " device maps it through peer access (cuIpcOpenMemHandle with"]
+    #[doc = " CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), where the GPUs allow it."]
+    #[doc = ""]
+    #[doc = " If the handle carries an event (the export was given a stream), the call"]
+    #[doc = " waits (on the host) until the exporter's work before the export is done."]
+    #[doc = ""]
+    #[doc = " The buffer: device memory, stream 0 (set another with tether_buffer_set_stream),"]
+    #[doc = " resource (tether_buffer_get_resource) a private mapping resource of kind"]
+    #[doc = " TETHER_RESOURCE_KIND_IPC (\"ipc\") that allocates nothing. Reads, writes, copies,"]
+    #[doc = " pins, DLPack and the other buffer calls work as on any device buffer."]
+    #[doc = " tether_buffer_resize is NOT_SUPPORTED (the mapping has a fixed size; copy"]
+    #[doc = " into a buffer of your own). The last release waits until the device's work"]
+    #[doc = " is done (cuCtxSynchronize: the mapping must not disappear under a kernel, on"]
+    #[doc = " any stream), then drops its share of the mapping, closing it with the last"]
+    #[doc = " share; the exporter's memory is not freed. Because of that wait,"]
+    #[doc = " tether_buffer_record_stream has nothing to add on an imported buffer (it is"]
+    #[doc = " accepted and changes nothing); tether_buffer_set_stream works as usual."]
+    #[doc = ""]
+    #[doc = " Ownership: `handle` is only read (the caller keeps it); *out is +1."]
+    #[doc = " Errors: INVALID_ARGUMENT for handle or out NULL, for bytes that are no tether"]
+    #[doc = " IPC handle (\"handle\" named: wrong magic, an unknown version, inconsistent"]
+    #[doc = " fields), or an invalid device; NO_DEVICE without a CUDA driver or when the"]
+    #[doc = " exporter's GPU is not visible; CUDA if the driver cannot map the memory (the"]
+    #[doc = " exporter exited or freed it, the handle comes from this very process, ...)."]
+    pub fn tether_buffer_import_ipc(
+        handle: *const tether_ipc_handle_t,
+        device: ::std::os::raw::c_int,
+        out: *mut *mut tether_buffer_t,
     ) -> tether_status_t;
 }

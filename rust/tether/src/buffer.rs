@@ -77,6 +77,24 @@ unsafe impl Sync for Buffer {}
 /// Panic message for a failure that an owned (hence live) handle cannot have.
 const LIVE: &str = "tether: a call on a live buffer handle failed (a bug in tether)";
 
+/// Length of a CUDA IPC handle in bytes (`TETHER_IPC_HANDLE_SIZE`).
+pub const IPC_HANDLE_SIZE: usize = sys::TETHER_IPC_HANDLE_SIZE as usize;
+
+/// Map device memory that another process exported with [`Buffer::export_ipc`]
+/// (`tether_buffer_import_ipc`): a new buffer of the exported size whose drop
+/// (of the last reference) unmaps it; the exporter's memory is not freed.
+/// `device`: [`Device::Current`] maps it on the GPU that holds it (found by
+/// UUID), a device id on that device. `InvalidArgument` for bytes that are no
+/// tether IPC handle, `NoDevice` without CUDA, `Cuda` when the driver cannot map
+/// the memory (the exporter is gone, or this is the exporting process).
+pub fn import_ipc(handle: &[u8; IPC_HANDLE_SIZE], device: Device) -> Result<Buffer> {
+    let h = sys::tether_ipc_handle_t { data: *handle };
+    let mut out = ptr::null_mut();
+    // SAFETY: valid handle bytes (only read) and out-pointer.
+    let status = unsafe { sys::tether_buffer_import_ipc(&h, device.as_raw(), &mut out) };
+    Buffer::created(status, out)
+}
+
 impl Buffer {
     /// Allocate `size` bytes from `resource` (which the buffer retains), ordered on `stream`.
     pub fn new(resource: &Resource, size: usize, stream: Stream) -> Result<Buffer> {
@@ -228,6 +246,21 @@ impl Buffer {
     pub fn record_stream(&self, stream: Stream) -> Result<()> {
         // SAFETY: live handle.
         check(unsafe { sys::tether_buffer_record_stream(self.as_raw(), stream.as_raw()) })
+    }
+
+    /// Export the memory for another process (CUDA IPC, `tether_buffer_export_ipc`):
+    /// send the returned [`IPC_HANDLE_SIZE`] bytes there and map them with
+    /// [`import_ipc`]. Nothing is transferred: keep this buffer alive until every
+    /// importer has dropped its import; resize is refused from now on. A non-default
+    /// `stream` records an event on it that the importer waits for. `NotSupported`
+    /// (with the reason) for host, pinned-host, managed and async memory.
+    pub fn export_ipc(&self, stream: Stream) -> Result<[u8; IPC_HANDLE_SIZE]> {
+        let mut h = sys::tether_ipc_handle_t {
+            data: [0; IPC_HANDLE_SIZE],
+        };
+        // SAFETY: live handle, valid out-pointer.
+        check(unsafe { sys::tether_buffer_export_ipc(self.as_raw(), stream.as_raw(), &mut h) })?;
+        Ok(h.data)
     }
 
     /// Pins held on the buffer now (by slices, DLPack exports, any language); 0 allows resize.

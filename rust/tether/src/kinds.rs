@@ -42,6 +42,8 @@ pub enum ResourceKind {
     Prefetch,
     /// User allocate/deallocate functions: `"callback"`, kind 17.
     Callback,
+    /// The mapping of one imported IPC buffer: `"ipc"`, kind 18.
+    Ipc,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -66,6 +68,7 @@ impl ResourceKind {
         ResourceKind::Aligned,
         ResourceKind::Prefetch,
         ResourceKind::Callback,
+        ResourceKind::Ipc,
     ];
 
     /// The kind of a C `tether_resource_kind_t` value.
@@ -88,6 +91,7 @@ impl ResourceKind {
             sys::TETHER_RESOURCE_KIND_ALIGNED => ResourceKind::Aligned,
             sys::TETHER_RESOURCE_KIND_PREFETCH => ResourceKind::Prefetch,
             sys::TETHER_RESOURCE_KIND_CALLBACK => ResourceKind::Callback,
+            sys::TETHER_RESOURCE_KIND_IPC => ResourceKind::Ipc,
             other => ResourceKind::Other(other),
         }
     }
@@ -112,6 +116,7 @@ impl ResourceKind {
             ResourceKind::Aligned => sys::TETHER_RESOURCE_KIND_ALIGNED,
             ResourceKind::Prefetch => sys::TETHER_RESOURCE_KIND_PREFETCH,
             ResourceKind::Callback => sys::TETHER_RESOURCE_KIND_CALLBACK,
+            ResourceKind::Ipc => sys::TETHER_RESOURCE_KIND_IPC,
             ResourceKind::Other(raw) => raw,
         }
     }
@@ -137,6 +142,7 @@ impl ResourceKind {
             ResourceKind::Aligned => Some("aligned"),
             ResourceKind::Prefetch => Some("prefetch"),
             ResourceKind::Callback => Some("callback"),
+            ResourceKind::Ipc => Some("ipc"),
             ResourceKind::Other(_) => None,
         }
     }

@@ -112,7 +112,29 @@ class buffer : public detail::handle<buffer, detail::buffer_traits> {
   /// kept). Earlier data() pointers become invalid; unchanged on failure.
   void resize(std::size_t new_size) const { check(tether_buffer_resize(handle_, new_size)); }
 
+  /// Export the memory for another process (CUDA IPC, tether_buffer_export_ipc):
+  /// send the handle's bytes there and map them with tether::import_ipc. Nothing
+  /// is transferred: keep this buffer alive until every importer has released
+  /// its import; resize() is refused from now on. A nonzero `stream` records an
+  /// event on it that the importer waits for. Throws not_supported_error (host,
+  /// pinned host, managed, async memory), no_device_error, ...
+  tether_ipc_handle_t export_ipc(tether_stream_t stream = 0) const {
+    tether_ipc_handle_t h;
+    check(tether_buffer_export_ipc(handle_, stream, &h));
+    return h;
+  }
 };
+
+/// Map device memory that another process exported (tether_buffer_import_ipc):
+/// a new buffer of the exported size whose release unmaps it. `device`:
+/// device_current maps it on the GPU that holds it (found by UUID), a device id
+/// on that device. Throws invalid_argument_error for bytes that are no handle,
+/// no_device_error, cuda_error (the exporter is gone, or this is the exporter).
+inline buffer import_ipc(const tether_ipc_handle_t& handle, int device = device_current) {
+  tether_buffer_t* h = nullptr;
+  check(tether_buffer_import_ipc(&handle, device, &h));
+  return buffer::adopt(h);
+}
 
 }  // namespace tether
 

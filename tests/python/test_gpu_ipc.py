@@ -1,0 +1,161 @@
+"""CUDA IPC between processes on a GPU (multiprocessing, spawn): export from a pool
+over a cuda resource, import in a child, read and write back, release in both
+orders, many buffers, a killed importer and a killed exporter, events."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+
+import tether
+from gpu_support import MiB
+from ipc_workers import pattern
+
+pytestmark = pytest.mark.gpu
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return mp.get_context("spawn")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with tether.CudaResource(0) as cuda:
+        p = tether.PoolResource(cuda, initial_pool_size="64 MiB")
+    yield p
+    p.close()
+
+
+def run(ctx, fn, *args):
+    with ctx.Pool(1) as workers:
+        return workers.apply_async(fn, args).get(TIMEOUT)
+
+
+def test_round_trip_many_buffers(ctx, pool):
+    import ipc_workers
+    buffers = []
+    for seed in range(32):
+        b = tether.Buffer(MiB + 256 * seed, pool)
+        b.copy_from_host(pattern(seed, b.size))
+        buffers.append(b)
+    handles = [b.export_ipc() for b in buffers]
+    assert all(len(h) == tether.IPC_HANDLE_SIZE for h in handles)
+    assert run(ctx, ipc_workers.read_and_write_back, handles, list(range(32)), None) == [True] * 32
+    for seed, b in enumerate(buffers):
+        assert b.tobytes() == bytes(255 - x for x in pattern(seed, b.size))
+        b.close()
+
+
+def test_explicit_device_and_pickled_handle(ctx, pool):
+    import pickle
+
+    import ipc_workers
+    with tether.Buffer(MiB, pool) as b:
+        b.copy_from_host(pattern(5, MiB))
+        data = pickle.loads(pickle.dumps(b.export_ipc()))
+        assert run(ctx, ipc_workers.read_and_write_back, [data], [5], 0) == [True]
+
+
+def test_same_process_import_is_a_cuda_error(pool):
+    with tether.Buffer(MiB, pool) as b:
+        with pytest.raises(tether.CudaError, match="this very process"):
+            tether.import_ipc(b.export_ipc())
+
+
+def test_exported_buffer_refuses_resize(pool):
+    with tether.Buffer(MiB, pool) as b:
+        b.export_ipc()
+        with pytest.raises(ValueError, match="exported"):
+            b.resize(2 * MiB)
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda: tether.ManagedResource(0), "managed"),
+    (lambda: tether.PinnedHostResource(0), "pinned host"),
+    (lambda: tether.AsyncResource(0), "async"),
+])
+def test_what_cannot_be_shared(make, needle):
+    with make() as r, tether.Buffer(MiB, r) as b:
+        with pytest.raises(tether.NotSupportedError, match=needle):
+            b.export_ipc()
+
+
+def test_importer_releases_first_then_exporter(ctx, pool):
+    import ipc_workers
+    b = tether.Buffer(MiB, pool)
+    data = b.export_ipc()
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=ipc_workers.import_and_hold, args=(data, ready, release))
+    child.start()
+    assert ready.wait(TIMEOUT)
+    release.set()
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+    b.close()
+
+
+def test_exporter_releases_its_handle_first_memory_stays_in_pool(ctx, pool):
+    # The exporter's buffer goes back to the pool (not to the driver) while the child still
+    # maps the chunk: the mapping stays valid; the child then closes it without error.
+    import ipc_workers
+    b = tether.Buffer(MiB, pool)
+    data = b.export_ipc()
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=ipc_workers.import_and_hold, args=(data, ready, release))
+    child.start()
+    assert ready.wait(TIMEOUT)
+    b.close()
+    release.set()
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+
+
+def test_killed_importer_leaves_the_exporter_healthy(ctx, pool):
+    import ipc_workers
+    b = tether.Buffer(MiB, pool)
+    b.copy_from_host(pattern(9, MiB))
+    data = b.export_ipc()
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=ipc_workers.import_and_hold, args=(data, ready, release))
+    child.start()
+    assert ready.wait(TIMEOUT)
+    child.kill()
+    child.join(TIMEOUT)
+    dying = ctx.Process(target=ipc_workers.import_then_die, args=(data, ctx.Event()))
+    dying.start()
+    dying.join(TIMEOUT)
+    assert dying.exitcode == 3
+    assert b.tobytes() == pattern(9, MiB)  # the exporter still reads its memory
+    with tether.Buffer(MiB, pool) as other:  # and allocates
+        other.copy_from_host(pattern(1, MiB))
+    b.close()
+
+
+def test_killed_exporter_gives_the_importer_an_error(ctx):
+    import ipc_workers
+    parent, child_end = ctx.Pipe()
+    exporter = ctx.Process(target=ipc_workers.export_and_die, args=(child_end,))
+    exporter.start()
+    data = parent.recv()
+    parent.send("got it")
+    exporter.join(TIMEOUT)
+    assert run(ctx, ipc_workers.import_error, data) in ("CudaError", "ok")  # an error, never a crash
+
+
+def test_export_with_a_stream_event(ctx, pool):
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    from gpu_support import Kernels
+
+    import ipc_workers
+    k = Kernels()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with tether.Buffer(MiB, pool, stream=stream) as b:
+        b.copy_from_host(bytes(MiB))
+        k.spin(stream, 0.5)  # the fill lands only after half a second
+        k.fill(stream, b.ptr, MiB, 0x5A)
+        data = b.export_ipc(stream=stream)
+        assert run(ctx, ipc_workers.read_first_byte_after_event, data) == 0x5A
