@@ -214,7 +214,7 @@ def gen_python(kinds: list[dict[str, Any]]) -> str:
            "",
            "    name: str",
            "    kind: int",
-           "    python: str",
+           "    python: Union[str, None]",
            "    shape: str",
            "    spec: bool",
            "    bins: bool",

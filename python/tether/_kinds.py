@@ -28,7 +28,7 @@ class Kind(NamedTuple):
 
     name: str
     kind: int
-    python: str
+    python: Union[str, None]
     shape: str
     spec: bool
     bins: bool
