@@ -265,6 +265,14 @@ def rust_variant(k: dict[str, Any]) -> str:
 
 
 def gen_rust(kinds: list[dict[str, Any]]) -> str:
+    def match(doc: list[str], signature: str, arms: list[str], other: str) -> list[str]:
+        """One method of ResourceKind: a match with an arm per kind, then the Other arm."""
+        head = "raw" if signature.startswith("from_raw") else "self"
+        return ["", *doc, f"    pub fn {signature} {{", f"        match {head} {{",
+                *(f"            {a}," for a in arms), f"            {other},", "        }", "    }"]
+
+    variants = [rust_variant(k) for k in kinds]
+    consts = [f"sys::TETHER_RESOURCE_KIND_{k['enum']}" for k in kinds]
     out = [f"// {HEADER}",
            "//! [`ResourceKind`]: what a resource is, one variant per kind of the registry.",
            "",
@@ -275,45 +283,26 @@ def gen_rust(kinds: list[dict[str, Any]]) -> str:
            "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
            "#[non_exhaustive]",
            "pub enum ResourceKind {"]
-    for k in kinds:
-        out += [f"    /// {sentence(k['doc'])}: `\"{k['name']}\"`, kind {k['kind']}.",
-                f"    {rust_variant(k)},"]
+    for k, v in zip(kinds, variants):
+        out += [f"    /// {sentence(k['doc'])}: `\"{k['name']}\"`, kind {k['kind']}.", f"    {v},"]
     out += ["    /// A kind this crate does not know yet (its C value).",
             "    Other(u32),",
             "}",
             "",
             "impl ResourceKind {",
             "    /// Every kind this crate knows, in the order of their C values.",
-            "    pub const ALL: &'static [ResourceKind] = &["]
-    out += [f"        ResourceKind::{rust_variant(k)}," for k in kinds]
-    out += ["    ];",
-            "",
-            "    /// The kind of a C `tether_resource_kind_t` value.",
-            "    pub fn from_raw(raw: u32) -> ResourceKind {",
-            "        match raw {"]
-    out += [f"            sys::TETHER_RESOURCE_KIND_{k['enum']} => ResourceKind::{rust_variant(k)}," for k in kinds]
-    out += ["            other => ResourceKind::Other(other),",
-            "        }",
-            "    }",
-            "",
-            "    /// The C `tether_resource_kind_t` value of this kind.",
-            "    pub fn to_raw(self) -> u32 {",
-            "        match self {"]
-    out += [f"            ResourceKind::{rust_variant(k)} => sys::TETHER_RESOURCE_KIND_{k['enum']}," for k in kinds]
-    out += ["            ResourceKind::Other(raw) => raw,",
-            "        }",
-            "    }",
-            "",
-            "    /// The kind's name: what specs and `tether_resource_get_name` call it",
-            "    /// (`None` for [`ResourceKind::Other`]).",
-            "    pub fn name(self) -> Option<&'static str> {",
-            "        match self {"]
-    out += [f"            ResourceKind::{rust_variant(k)} => Some(\"{k['name']}\")," for k in kinds]
-    out += ["            ResourceKind::Other(_) => None,",
-            "        }",
-            "    }",
-            "}"]
-    return "\n".join(out) + "\n"
+            "    pub const ALL: &'static [ResourceKind] = &[",
+            *(f"        ResourceKind::{v}," for v in variants),
+            "    ];"]
+    out += match(["    /// The kind of a C `tether_resource_kind_t` value."], "from_raw(raw: u32) -> ResourceKind",
+                 [f"{c} => ResourceKind::{v}" for c, v in zip(consts, variants)], "other => ResourceKind::Other(other)")
+    out += match(["    /// The C `tether_resource_kind_t` value of this kind."], "to_raw(self) -> u32",
+                 [f"ResourceKind::{v} => {c}" for c, v in zip(consts, variants)], "ResourceKind::Other(raw) => raw")
+    out += match(["    /// The kind's name: what specs and `tether_resource_get_name` call it",
+                  "    /// (`None` for [`ResourceKind::Other`])."], "name(self) -> Option<&'static str>",
+                 [f"ResourceKind::{v} => Some(\"{k['name']}\")" for k, v in zip(kinds, variants)],
+                 "ResourceKind::Other(_) => None")
+    return "\n".join(out + ["}"]) + "\n"
 
 
 # ---- regions of hand-written files ---------------------------------------------------------------
