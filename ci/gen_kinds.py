@@ -117,6 +117,8 @@ def gen_spec_table(kinds: list[dict[str, Any]]) -> str:
         if k["options"] and spec_params(k):
             out.append(f"    TETHER_SPEC_{k['shape'].upper()}_OPTIONS({name}, {options_struct(k)}, {init_macro(k)},")
             out.append(f"                                   kFields_{k['name']}, {create}, {bins}),")
+        elif k["options"]:  # options, none of them nameable in a spec: the defaults
+            out.append(f"    TETHER_SPEC_{k['shape'].upper()}_DEFAULTS({name}, {create}),")
         else:
             out.append(f"    TETHER_SPEC_{k['shape'].upper()}({name}, {create}),")
     out.append("};")

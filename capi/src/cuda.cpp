@@ -9,6 +9,7 @@ namespace tether::capi {
 namespace {
 
 const tether_async_options_t kAsyncDefaults = TETHER_ASYNC_OPTIONS_INIT;
+const tether_async_view_options_t kAsyncViewDefaults = TETHER_ASYNC_VIEW_OPTIONS_INIT;
 
 // A device argument of a CUDA resource: an id or TETHER_DEVICE_CURRENT.
 // With no driver every id (even a bad one) reports NO_DEVICE, so a caller
@@ -33,6 +34,11 @@ extern "C" {
 TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* options, size_t struct_size) {
   return guard("tether_async_options_init",
                [&] { init_options(options, struct_size, kAsyncDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_async_view_options_init(tether_async_view_options_t* options, size_t struct_size) {
+  return guard("tether_async_view_options_init",
+               [&] { init_options(options, struct_size, kAsyncViewDefaults, "options"); });
 }
 
 TETHER_API tether_status_t tether_cuda_get_device_count(int* out) {
@@ -111,6 +117,25 @@ TETHER_API tether_status_t tether_async_resource_create(int device, const tether
     const std::string opts = spec::format_options("async", &o, nullptr);
     if (!opts.empty()) args += ", " + opts;
     *out = make_resource_handle(core::cuda::make_async_resource(d, co), nullptr, std::move(args));
+  });
+}
+
+TETHER_API tether_status_t tether_async_view_resource_create(int device, const tether_async_view_options_t* options,
+                                                             tether_resource_t** out) {
+  return guard("tether_async_view_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    const tether_async_view_options_t o = read_options(options, kAsyncViewDefaults, "options");
+    const int d = cuda_device(device);
+    // A spec names the device's current pool; a pool given by handle has no name.
+    std::string args, refusal;
+    if (o.pool == nullptr)
+      args = "device=" + std::to_string(d);
+    else
+      refusal = "an async_view of a pool given by its handle cannot be named in a spec (a handle means nothing "
+                "outside this process); async_view(device=N) names the view of a device's current pool";
+    *out = make_resource_handle(core::cuda::make_async_view_resource(d, o.pool), nullptr, std::move(args),
+                                std::move(refusal));
   });
 }
 

@@ -46,6 +46,22 @@ constexpr std::size_t kMaxQuoted = 200;
     name, Shape::Upstream, nullptr, 0, 0, nullptr,                                                            \
         [](tether_resource_t* up, int, const void*, tether_resource_t** out) { return create_fn(up, out); }, false \
   }
+// A kind with options that no spec sets (e.g. a handle): create_fn(device, NULL, out) or
+// create_fn(upstream, NULL, out), which take the options' defaults.
+#define TETHER_SPEC_DEVICE_DEFAULTS(name, create_fn)                                                          \
+  Type {                                                                                                      \
+    name, Shape::Device, nullptr, 0, 0, nullptr,                                                              \
+        [](tether_resource_t*, int d, const void*, tether_resource_t** out) { return create_fn(d, nullptr, out); }, \
+        false                                                                                                 \
+  }
+#define TETHER_SPEC_UPSTREAM_DEFAULTS(name, create_fn)                                                        \
+  Type {                                                                                                      \
+    name, Shape::Upstream, nullptr, 0, 0, nullptr,                                                            \
+        [](tether_resource_t* up, int, const void*, tether_resource_t** out) {                                \
+          return create_fn(up, nullptr, out);                                                                 \
+        },                                                                                                    \
+        false                                                                                                 \
+  }
 // A kind with options: create_fn(device, const Options*, out) or create_fn(upstream, const Options*, out),
 // with the parameters `fields` (the Options' fields) and the defaults INIT.
 #define TETHER_SPEC_DEVICE_OPTIONS(name, Options, INIT, fields, create_fn, bins)                 \

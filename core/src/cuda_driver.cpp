@@ -282,6 +282,7 @@ void memory_info(int, std::size_t*, std::size_t*) { unsupported(); }
 std::string device_name(int) { unsupported(); }
 ResourcePtr make_cuda_resource(int) { unsupported(); }
 ResourcePtr make_async_resource(int, const AsyncOptions&) { unsupported(); }
+ResourcePtr make_async_view_resource(int, void*) { unsupported(); }
 ResourcePtr make_managed_resource(int) { unsupported(); }
 ResourcePtr make_pinned_host_resource(int) { unsupported(); }
 void copy(void*, const void*, std::size_t, int, stream_t, bool) { unsupported(); }

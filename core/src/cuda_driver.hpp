@@ -75,6 +75,7 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(EventSynchronize, (CUevent))                                              \
   X(ThreadExchangeStreamCaptureMode, (CUstreamCaptureMode*))                  \
   X(DeviceGetDefaultMemPool, (CUmemoryPool*, CUdevice))                       \
+  X(DeviceGetMemPool, (CUmemoryPool*, CUdevice))                              \
   X(MemPoolCreate, (CUmemoryPool*, const CUmemPoolProps*))                    \
   X(MemPoolDestroy, (CUmemoryPool))                                           \
   X(MemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void*))          \

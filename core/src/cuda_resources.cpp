@@ -346,9 +346,13 @@ class CudaResource final : public DriverResource {
 
 class AsyncResource final : public DriverResource {
  public:
-  // Resources on the device's default pool share its table; an owned pool has its own.
-  AsyncResource(int device, CUmemoryPool pool, bool owned, std::size_t maximum)
-      : DriverResource(Properties{TETHER_RESOURCE_KIND_ASYNC, device, true, false}, device,
+  // Resources on a pool they do not own (the device's default pool, a view of
+  // another library's pool) share one table per device, so memory may be freed
+  // through any of them on the same pool; an owned pool has its own.
+  // `kind`: ASYNC, or ASYNC_VIEW for a view of a pool given by its owner.
+  AsyncResource(int device, CUmemoryPool pool, bool owned, std::size_t maximum,
+                tether_resource_kind_t kind = TETHER_RESOURCE_KIND_ASYNC)
+      : DriverResource(Properties{kind, device, true, false}, device,
                        owned ? std::make_shared<AllocationTable>() : shared_table(TETHER_RESOURCE_KIND_ASYNC, device)),
         pool_(pool),
         owned_(owned),
@@ -367,7 +371,9 @@ class AsyncResource final : public DriverResource {
     }
   }
 
-  const char* name() const noexcept override { return "async"; }
+  const char* name() const noexcept override {
+    return properties().kind == TETHER_RESOURCE_KIND_ASYNC_VIEW ? "async_view" : "async";
+  }
 
   // Memory may be freed into any resource that allocates from the same pool.
   bool is_equal(const Resource& other) const noexcept override {
@@ -549,6 +555,19 @@ ResourcePtr make_async_resource(int device, const AsyncOptions& o) {
     (void)d.MemPoolDestroy(pool);
     throw;
   }
+}
+
+ResourcePtr make_async_view_resource(int device, void* pool) {
+  check_device(device);
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "memory pools"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                "async_view resource: device " + std::to_string(device) + " does not support CUDA memory pools");
+  CUmemoryPool p = static_cast<CUmemoryPool>(pool);
+  if (p == nullptr) {
+    ScopedContext ctx(device);
+    check(driver().DeviceGetMemPool(&p, device_handle(device)), "cuDeviceGetMemPool", device);
+  }
+  return std::make_shared<AsyncResource>(device, p, false, 0, TETHER_RESOURCE_KIND_ASYNC_VIEW);
 }
 
 void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -121,7 +121,7 @@ std::string refusal(const Resource& resource) {
            "' resource) is not device memory";
   for (const Resource* r = &resource; r != nullptr;) {
     const tether_resource_kind_t k = r->properties().kind;
-    if (k == TETHER_RESOURCE_KIND_ASYNC)
+    if (k == TETHER_RESOURCE_KIND_ASYNC || k == TETHER_RESOURCE_KIND_ASYNC_VIEW)
       return "memory of the async resource (cuMemAllocAsync pools) cannot be shared through cuIpcGetMemHandle, and "
              "sharing through the pool's shareable handle (ipc_handle_type='posix_fd') is not supported yet. Use a "
              "cuda resource, or a pool over one";

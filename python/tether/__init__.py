@@ -23,8 +23,8 @@ from ._errors import (CudaError, InternalError, InvalidArgumentError, InvalidHan
                       TetherError, VersionMismatchError)
 from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
                          StatisticsAdaptor, UpstreamAdaptor)
-from ._cuda import (AsyncResource, CudaResource, ManagedResource, PinnedHostResource, cuda_available,
-                    cuda_device_count, cuda_device_name, cuda_driver_version)
+from ._cuda import (AsyncResource, AsyncViewResource, CudaResource, ManagedResource, PinnedHostResource,
+                    cuda_available, cuda_device_count, cuda_device_name, cuda_driver_version)
 from ._buffer import Buffer, import_ipc
 from ._spec import from_spec
 from ._limiting import LimitingAdaptor
@@ -84,7 +84,7 @@ __all__ = [
     "ShuttingDownError", "InternalError",
     "Resource", "ResourceKind", "UpstreamAdaptor", "HostResource", "PoolResource", "StatisticsAdaptor",
     "Statistics", "PoolInfo",
-    "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource",
+    "CudaResource", "AsyncResource", "AsyncViewResource", "ManagedResource", "PinnedHostResource",
     "cuda_available", "cuda_device_count", "cuda_device_name", "cuda_driver_version",
     "Buffer", "from_spec", "import_ipc", "IPC_HANDLE_SIZE",
     "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",

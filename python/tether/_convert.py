@@ -259,6 +259,19 @@ def handle_value(handle: object, what: str = "handle") -> int:
     return int_value(handle, what, 0, UINTPTR_MAX, "an int (a C handle value)")
 
 
+def pool_value(pool: object, what: str = "pool") -> int:
+    """A CUDA memory pool handle (CUmemoryPool / cudaMemPool_t) given as an int, as an object
+    with a ``handle`` attribute (cuda.core's DeviceMemoryResource), or as a cuda.bindings
+    handle object (``int()`` of it is the address); 0 is refused: None means "the current pool"."""
+    value = getattr(pool, "handle", pool)
+    if not hasattr(value, "__index__") and hasattr(value, "__int__") and not isinstance(value, (float, str, bytes)):
+        value = int(value)  # cuda.bindings' CUmemoryPool and cudaMemPool_t
+    n = int_value(value, what, 0, UINTPTR_MAX, "a CUDA memory pool handle (an int, or an object with .handle)")
+    if n == 0:
+        raise ValueError(f"{what} must not be 0 (NULL); pass None for the device's current pool")
+    return n
+
+
 def alignment_value(alignment: object) -> int:
     """An alignment in bytes: 0 means TETHER_DEFAULT_ALIGNMENT (256); else a power of two."""
     return int_value(alignment, "alignment", 0, SIZE_MAX, "an int (0 or a power of two)")

@@ -8,7 +8,7 @@ False instead), and host-side resources keep working.
 from __future__ import annotations
 
 from . import _kinds
-from ._convert import DeviceLike, Size, StreamLike, device_value, stream_value
+from ._convert import DeviceLike, Size, StreamLike, device_value, pool_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, new_options, register
@@ -114,6 +114,30 @@ class AsyncResource(Resource):
                 raise ValueError(f"ipc_handle_type must be None, 'none' or 'posix_fd', not {ipc_handle_type!r}")
             opts.ipc_handle_type = _IPC[key]
         self._init_from(create(lib.tether_async_resource_create, _device(device), opts))
+
+
+@register(lib.TETHER_RESOURCE_KIND_ASYNC_VIEW)
+class AsyncViewResource(Resource):
+    """Stream-ordered device memory from a CUDA memory pool someone else owns (RMM's
+    CudaAsyncViewMemoryResource), so tether, CuPy, PyTorch and cuda.core allocate from
+    one pool.
+
+    ``pool``: the pool's handle (``CUmemoryPool`` / ``cudaMemPool_t``) as an int (e.g.
+    ``cupy.cuda.runtime.deviceGetMemPool(0)``), an object with a ``handle`` attribute
+    (cuda.core's ``DeviceMemoryResource``) or a cuda.bindings handle; None: the
+    device's current memory pool at creation (the default pool unless someone set
+    another). The pool must be a live pool on ``device`` (None: the current device)
+    and outlive this resource and its allocations; tether never destroys it.
+    ``.spec`` names only the view of the current pool (``async_view(device=N)``).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, pool: object = None, device: DeviceLike | None = None) -> None:
+        opts = new_options("tether_async_view_options_t", lib.tether_async_view_options_init)
+        if pool is not None:
+            opts.pool = ffi.cast("void *", pool_value(pool))
+        self._init_from(create(lib.tether_async_view_resource_create, _device(device), opts))
 
 
 @register(lib.TETHER_RESOURCE_KIND_MANAGED)

@@ -99,6 +99,9 @@ KINDS: Final[tuple[Kind, ...]] = (
         Param("host_accessible", "bool", True, None, False, True),
     ), True),
     Kind("ipc", 18, None, "leaf", False, False, "device", False, None, (), False),
+    Kind("async_view", 19, "AsyncViewResource", "device", True, False, "device", False, "tether_async_view_options_t", (
+        Param("pool", "pointer", None, None, False, True),
+    ), True),
 )
 
 # The constructors' defaults, one per parameter that has one.

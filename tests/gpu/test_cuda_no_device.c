@@ -61,6 +61,12 @@ static void test_constructors_report_the_reason(void) {
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_resource_create(0, &o, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_managed_resource_create(0, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_pinned_host_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_view_resource_create(0, NULL, &r), g_reason);
+  {
+    tether_async_view_options_t v = TETHER_ASYNC_VIEW_OPTIONS_INIT;
+    v.pool = (void*)(uintptr_t)0x7f00dead0000; /* never reaches a driver call without a device */
+    CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_view_resource_create(0, &v, &r), g_reason);
+  }
   CHECK(r == NULL);
   /* The missing device is the problem, whatever id was asked for. */
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_cuda_resource_create(5, &r), g_reason);
@@ -88,6 +94,20 @@ static void test_async_options_need_no_device(void) {
   CHECK(o.maximum_pool_size == 0 && o.ipc_handle_type == TETHER_IPC_HANDLE_NONE);
   CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_async_options_init(NULL, sizeof o), "options");
   CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_async_options_init(&o, 4), "struct_size");
+}
+
+static void test_async_view_options_need_no_device(void) {
+  tether_async_view_options_t o;
+  tether_resource_t* r = NULL;
+  memset(&o, 0xff, sizeof o);
+  CHECK_OK(tether_async_view_options_init(&o, sizeof o));
+  CHECK(o.struct_size == sizeof o && o.pool == NULL);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_async_view_options_init(NULL, sizeof o), "options");
+  CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_async_view_options_init(&o, 4), "struct_size");
+  o.struct_size = 4;
+  CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_async_view_resource_create(0, &o, &r), "struct_size");
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_async_view_resource_create(0, NULL, NULL), "out");
+  CHECK(r == NULL);
 }
 
 static void test_host_resources_keep_working(void) {
@@ -133,6 +153,7 @@ int main(void) {
   RUN(test_constructors_report_the_reason);
   RUN(test_device_slots_report_the_reason);
   RUN(test_async_options_need_no_device);
+  RUN(test_async_view_options_need_no_device);
   RUN(test_host_resources_keep_working);
   return tt_finish("test_cuda_no_device");
 }

@@ -108,6 +108,18 @@ static void test_every_resource(void) {
   CHECK(p == NULL);
   tether_resource_release(r);
 
+  /* A view of the device's current pool (a pool given by handle: tests/python/test_gpu_resources.py). */
+  REQUIRE_OK(tether_async_view_resource_create(0, NULL, &r));
+  check_properties(r, TETHER_RESOURCE_KIND_ASYNC_VIEW, 0, 1, 0, "async_view");
+  check_round_trip(r, "async_view (current pool)");
+  {
+    char spec[64];
+    size_t needed = 0;
+    CHECK_OK(tether_resource_get_spec(r, spec, sizeof spec, &needed));
+    CHECK(strcmp(spec, "async_view(device=0)") == 0);
+  }
+  tether_resource_release(r);
+
   REQUIRE_OK(tether_managed_resource_create(0, &r));
   check_properties(r, TETHER_RESOURCE_KIND_MANAGED, 0, 1, 1, "managed");
   check_round_trip(r, "managed");

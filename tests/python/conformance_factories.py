@@ -142,6 +142,10 @@ FACTORIES: dict[str, Factory] = {
                              gpu=True, capacity=512 * MiB, twins_share_frees=True),
     "async_default_pool": Factory(lambda: tether.AsyncResource(0, use_default_pool=True), gpu=True,
                                   twins_share_frees=True),
+    # A view of the device's current pool (the default pool here): shares it, and its table, with
+    # async_default_pool.
+    "async_view": Factory(lambda: tether.AsyncViewResource(device=0), gpu=True, twins_share_frees=True),
+    "pool_async_view": Factory(lambda: pool(tether.AsyncViewResource(device=0)), gpu=True),
     "managed": Factory(lambda: tether.ManagedResource(0), gpu=True, twins_share_frees=True),
     "pinned_host": Factory(lambda: tether.PinnedHostResource(0), gpu=True, twins_share_frees=True),
     "pool_cuda": Factory(lambda: pool(tether.CudaResource(0)), gpu=True),

@@ -16,6 +16,7 @@ import inspect
 import pytest
 
 import tether
+from tether import _kinds
 
 BOUNDARY = ["x\0y", b"x\0y", "\udcff", 2**64, 2**64 + 4096, -1, 2**63, 2**31, -(2**31) - 1, 10**100]
 ALLOWED = (TypeError, ValueError, tether.OutOfMemoryError, tether.NoDeviceError, tether.NotSupportedError,
@@ -65,7 +66,9 @@ ARGUMENTS = {
     "FailureCallbackAdaptor": {"callback": lambda n: False},
     "CallbackResource": {"allocate": lambda n, a, s: 0, "deallocate": lambda *a: None},
 }
-NEEDS_GPU = {"PrefetchAdaptor", "CudaResource", "AsyncResource", "ManagedResource", "PinnedHostResource"}
+# The classes whose memory only a CUDA device gives (the registry's "memory", capi/kinds.json).
+NEEDS_GPU = {k.python for k in _kinds.KINDS
+             if k.python and k.memory in ("device", "managed", "pinned", "managed_upstream")}
 
 
 def _arguments(cls, tmp):

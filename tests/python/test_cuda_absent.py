@@ -18,6 +18,9 @@ def test_cuda_available_is_false_not_raising():
     tether.cuda_device_count, tether.cuda_driver_version, tether.cuda_device_name,
     tether.CudaResource, lambda: tether.CudaResource(0),
     tether.AsyncResource, lambda: tether.AsyncResource(0, initial_pool_size="1 MiB", release_threshold="1 GiB"),
+    tether.AsyncViewResource, lambda: tether.AsyncViewResource(device=0),
+    lambda: tether.AsyncViewResource(0x7f00dead0000, device=0),
+    lambda: tether.from_spec("async_view(device=0)"),
     tether.ManagedResource, lambda: tether.ManagedResource(0),
     tether.PinnedHostResource, lambda: tether.PinnedHostResource(0),
     lambda: tether.Buffer(16),  # device=None: the current CUDA device
@@ -57,6 +60,22 @@ def test_async_options_are_checked_before_the_driver():
         tether.AsyncResource(0, ipc_handle_type="carrier pigeon")
     with pytest.raises(ValueError):
         tether.AsyncResource(0, initial_pool_size=-1)
+
+
+def test_async_view_pool_is_checked_before_the_driver():
+    with pytest.raises(TypeError, match="pool"):
+        tether.AsyncViewResource("0x1234", device=0)
+    with pytest.raises(TypeError, match="pool"):
+        tether.AsyncViewResource(1.5, device=0)
+    with pytest.raises(ValueError, match="pool must not be 0"):
+        tether.AsyncViewResource(0, device=0)
+    with pytest.raises(ValueError, match="pool"):
+        tether.AsyncViewResource(2**64, device=0)
+
+    class Pool:  # cuda.core's DeviceMemoryResource: the handle is an attribute
+        handle = -1
+    with pytest.raises(ValueError, match="pool"):
+        tether.AsyncViewResource(Pool(), device=0)
 
 
 def test_host_side_still_works():

@@ -158,6 +158,28 @@ def test_async_pool_options():
             assert buf.tobytes() == b"\x05" * MiB
 
 
+def test_async_view_shares_a_pool_another_library_owns():
+    # CuPy's view of the device's default pool and tether's view of it by handle hand out
+    # memory of one pool: what one frees the other may get; tether never destroys the pool.
+    cupy = pytest.importorskip("cupy")
+    handle = cupy.cuda.runtime.deviceGetDefaultMemPool(0)
+    with tether.AsyncViewResource(handle, device=0) as view, tether.AsyncResource(0, use_default_pool=True) as dflt:
+        assert view.kind == tether.ResourceKind.ASYNC_VIEW and view.name == "async_view"
+        assert view == dflt  # one pool: frees may cross
+        with tether.Buffer(MiB, resource=view) as buf:
+            buf.copy_from_host(b"\x07" * MiB)
+            assert buf.tobytes() == b"\x07" * MiB
+        with pytest.raises(tether.NotSupportedError, match="handle"):
+            view.spec
+        view.trim()  # trims the pool (to 0 bytes); the pool itself lives on
+    with tether.AsyncViewResource(device=0) as current:  # the device's current pool
+        assert current.spec == "async_view(device=0)"
+        with tether.from_spec(current.spec) as again:
+            assert again == current
+    with tether.Buffer(MiB, resource=tether.AsyncViewResource(handle, device=0)) as buf:  # pool still alive
+        assert buf.size == MiB
+
+
 def test_equality():
     a, b = tether.CudaResource(0), tether.CudaResource(0)
     c, d = tether.AsyncResource(0), tether.AsyncResource(0)

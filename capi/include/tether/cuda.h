@@ -42,6 +42,28 @@ typedef struct tether_async_options {
 /** Set *options to the defaults (see tether_pool_options_init for struct_size). */
 TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* options, size_t struct_size);
 
+/**
+ * Options of tether_async_view_resource_create(). Initialise with
+ * TETHER_ASYNC_VIEW_OPTIONS_INIT or tether_async_view_options_init().
+ */
+typedef struct tether_async_view_options {
+  uint32_t struct_size;
+  /**
+   * The CUDA memory pool to allocate from (a CUmemoryPool / cudaMemPool_t), owned by
+   * someone else: CuPy's MemoryAsyncPool, cuda.core's DeviceMemoryResource, PyTorch's
+   * cudaMallocAsync backend, a pool the application made. NULL: the device's current
+   * memory pool at creation (cuDeviceGetMemPool: the default pool unless someone set
+   * another with cudaDeviceSetMemPool).
+   */
+  void* pool;
+} tether_async_view_options_t;
+
+#define TETHER_ASYNC_VIEW_OPTIONS_INIT { sizeof(tether_async_view_options_t), NULL }
+
+/** Set *options to the defaults (see tether_pool_options_init for struct_size). */
+TETHER_API tether_status_t tether_async_view_options_init(tether_async_view_options_t* options,
+                                                          size_t struct_size);
+
 /** *out = number of CUDA devices. NO_DEVICE (with the reason) if there is no usable driver. */
 TETHER_API tether_status_t tether_cuda_get_device_count(int* out);
 
@@ -83,6 +105,23 @@ TETHER_API tether_status_t tether_cuda_resource_create(int device, tether_resour
  */
 TETHER_API tether_status_t tether_async_resource_create(int device, const tether_async_options_t* options,
                                                         tether_resource_t** out);
+
+/**
+ * Stream-ordered device memory of `device` from a CUDA memory pool that tether does not
+ * own (cuMemAllocFromPoolAsync / cuMemFreeAsync), as RMM's cuda_async_view_memory_resource:
+ * tether, CuPy, PyTorch and cuda.core can then allocate from one pool. options may be
+ * NULL (the device's current pool); options->pool must be a live pool whose memory is
+ * on `device`, and must outlive the resource and every allocation from it (the view
+ * never destroys or trims anything but through tether_resource_trim, which trims the
+ * pool to 0 bytes). The driver checks the handle as far as it can: a pool that is not
+ * one is undefined behaviour in CUDA, so pass only pools you got from CUDA.
+ * A spec names the view of the device's current pool only: async_view(device=N);
+ * tether_resource_get_spec refuses (NOT_SUPPORTED) a view of a pool given by handle.
+ * Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a device without
+ * memory pools). out: +1.
+ */
+TETHER_API tether_status_t tether_async_view_resource_create(int device, const tether_async_view_options_t* options,
+                                                             tether_resource_t** out);
 
 /** Managed (unified) memory from cuMemAllocManaged, attached globally. out: +1. */
 TETHER_API tether_status_t tether_managed_resource_create(int device, tether_resource_t** out);

@@ -77,6 +77,9 @@ struct AsyncOptions {
   unsigned ipc_handle_type = 0;  // TETHER_IPC_HANDLE_*
 };
 ResourcePtr make_async_resource(int device, const AsyncOptions& options);
+// A view of a CUDA memory pool someone else owns (NULL: the device's current pool);
+// never destroys it. Kind TETHER_RESOURCE_KIND_ASYNC_VIEW, name "async_view".
+ResourcePtr make_async_view_resource(int device, void* pool);
 ResourcePtr make_managed_resource(int device);
 ResourcePtr make_pinned_host_resource(int device);
 

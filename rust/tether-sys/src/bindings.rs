@@ -108,6 +108,7 @@ pub const TETHER_RESOURCE_KIND_ALIGNED: tether_resource_kind = 15;
 pub const TETHER_RESOURCE_KIND_PREFETCH: tether_resource_kind = 16;
 pub const TETHER_RESOURCE_KIND_CALLBACK: tether_resource_kind = 17;
 pub const TETHER_RESOURCE_KIND_IPC: tether_resource_kind = 18;
+pub const TETHER_RESOURCE_KIND_ASYNC_VIEW: tether_resource_kind = 19;
 #[doc = " What a resource is. Values are stable."]
 pub type tether_resource_kind = ::std::os::raw::c_uint;
 #[doc = " What a resource is. Values are stable."]
@@ -1351,6 +1352,76 @@ extern "C" {
         struct_size: usize,
     ) -> tether_status_t;
 }
+#[doc = " Options of tether_async_view_resource_create(). Initialise with"]
+#[doc = " TETHER_ASYNC_VIEW_OPTIONS_INIT or tether_async_view_options_init()."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_async_view_options {
+    pub struct_size: u32,
+    #[doc = " The CUDA memory pool to allocate from (a CUmemoryPool / cudaMemPool_t), owned by"]
+    #[doc = " someone else: CuPy's MemoryAsyncPool, cuda.core's DeviceMemoryResource, PyTorch's"]
+    #[doc = " cudaMallocAsync backend, a pool the application made. NULL: the device's current"]
+    #[doc = " memory pool at creation (cuDeviceGetMemPool: the default pool unless someone set"]
+    #[doc = " another with cudaDeviceSetMemPool)."]
+    pub pool: *mut ::std::os::raw::c_void,
+}
+#[test]
+fn bindgen_test_layout_tether_async_view_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_async_view_options>(),
+        16usize,
+        concat!("Size of: ", stringify!(tether_async_view_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_async_view_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_async_view_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_async_view_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_async_view_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_async_view_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_async_view_options),
+                "::",
+                stringify!(pool)
+            )
+        );
+    }
+    test_field_pool();
+}
+#[doc = " Options of tether_async_view_resource_create(). Initialise with"]
+#[doc = " TETHER_ASYNC_VIEW_OPTIONS_INIT or tether_async_view_options_init()."]
+pub type tether_async_view_options_t = tether_async_view_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (see tether_pool_options_init for struct_size)."]
+    pub fn tether_async_view_options_init(
+        options: *mut tether_async_view_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
 extern "C" {
     #[doc = " *out = number of CUDA devices. NO_DEVICE (with the reason) if there is no usable driver."]
     pub fn tether_cuda_get_device_count(out: *mut ::std::os::raw::c_int) -> tether_status_t;
@@ -1409,6 +1480,25 @@ extern "C" {
     pub fn tether_async_resource_create(
         device: ::std::os::raw::c_int,
         options: *const tether_async_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Stream-ordered device memory of `device` from a CUDA memory pool that tether does not"]
+    #[doc = " own (cuMemAllocFromPoolAsync / cuMemFreeAsync), as RMM's cuda_async_view_memory_resource:"]
+    #[doc = " tether, CuPy, PyTorch and cuda.core can then allocate from one pool. options may be"]
+    #[doc = " NULL (the device's current pool); options->pool must be a live pool whose memory is"]
+    #[doc = " on `device`, and must outlive the resource and every allocation from it (the view"]
+    #[doc = " never destroys or trims anything but through tether_resource_trim, which trims the"]
+    #[doc = " pool to 0 bytes). The driver checks the handle as far as it can: a pool that is not"]
+    #[doc = " one is undefined behaviour in CUDA, so pass only pools you got from CUDA."]
+    #[doc = " A spec names the view of the device's current pool only: async_view(device=N);"]
+    #[doc = " tether_resource_get_spec refuses (NOT_SUPPORTED) a view of a pool given by handle."]
+    #[doc = " Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a device without"]
+    #[doc = " memory pools). out: +1."]
+    pub fn tether_async_view_resource_create(
+        device: ::std::os::raw::c_int,
+        options: *const tether_async_view_options_t,
         out: *mut *mut tether_resource_t,
     ) -> tether_status_t;
 }

@@ -44,6 +44,8 @@ pub enum ResourceKind {
     Callback,
     /// The mapping of one imported IPC buffer: `"ipc"`, kind 18.
     Ipc,
+    /// Stream-ordered, from a CUDA memory pool it does not own: `"async_view"`, kind 19.
+    AsyncView,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -69,6 +71,7 @@ impl ResourceKind {
         ResourceKind::Prefetch,
         ResourceKind::Callback,
         ResourceKind::Ipc,
+        ResourceKind::AsyncView,
     ];
 
     /// The kind of a C `tether_resource_kind_t` value.
@@ -92,6 +95,7 @@ impl ResourceKind {
             sys::TETHER_RESOURCE_KIND_PREFETCH => ResourceKind::Prefetch,
             sys::TETHER_RESOURCE_KIND_CALLBACK => ResourceKind::Callback,
             sys::TETHER_RESOURCE_KIND_IPC => ResourceKind::Ipc,
+            sys::TETHER_RESOURCE_KIND_ASYNC_VIEW => ResourceKind::AsyncView,
             other => ResourceKind::Other(other),
         }
     }
@@ -117,6 +121,7 @@ impl ResourceKind {
             ResourceKind::Prefetch => sys::TETHER_RESOURCE_KIND_PREFETCH,
             ResourceKind::Callback => sys::TETHER_RESOURCE_KIND_CALLBACK,
             ResourceKind::Ipc => sys::TETHER_RESOURCE_KIND_IPC,
+            ResourceKind::AsyncView => sys::TETHER_RESOURCE_KIND_ASYNC_VIEW,
             ResourceKind::Other(raw) => raw,
         }
     }
@@ -143,6 +148,7 @@ impl ResourceKind {
             ResourceKind::Prefetch => Some("prefetch"),
             ResourceKind::Callback => Some("callback"),
             ResourceKind::Ipc => Some("ipc"),
+            ResourceKind::AsyncView => Some("async_view"),
             ResourceKind::Other(_) => None,
         }
     }

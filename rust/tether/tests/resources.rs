@@ -154,6 +154,8 @@ fn cuda_resources_fail_cleanly_without_a_device() {
         Resource::managed(0),
         Resource::pinned_host(0),
         Resource::cuda_async(0).release_threshold(1 << 20).build(),
+        // SAFETY: None names the device's current pool, nothing the caller must keep alive.
+        unsafe { Resource::async_view(0, None) },
     ] {
         match r {
             Ok(r) => assert!(r.properties().unwrap().device_accessible),
@@ -227,7 +229,13 @@ fn every_kind_value_maps_to_its_variant_and_unknown_ones_are_kept() {
     use tether::sys;
     // ResourceKind is generated from the registry (capi/kinds.json): every C value
     // of tether_resource_kind maps to one variant and back.
-    assert_eq!(ResourceKind::ALL.len(), 18);
+    // The C values run from 1 without a gap: each one is a known variant, the next one is not.
+    let n = ResourceKind::ALL.len() as u32;
+    assert!(n >= 19, "{n} kinds");
+    for raw in 1..=n {
+        assert!(!matches!(ResourceKind::from_raw(raw), ResourceKind::Other(_)), "{raw}");
+    }
+    assert_eq!(ResourceKind::from_raw(n + 1), ResourceKind::Other(n + 1));
     let mut seen = std::collections::HashSet::new();
     for &kind in ResourceKind::ALL {
         let raw = kind.to_raw();

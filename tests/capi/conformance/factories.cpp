@@ -75,6 +75,11 @@ Handle async(int device, bool use_default_pool, std::size_t initial_pool_size, s
   return create("async", [&](tether_resource_t** out) { return tether_async_resource_create(device, &o, out); });
 }
 
+Handle async_view(int device) {  // the device's current pool (tether_async_view_options_t.pool = NULL)
+  return create("async_view",
+                [&](tether_resource_t** out) { return tether_async_view_resource_create(device, nullptr, out); });
+}
+
 Handle managed(int device) {
   return create("managed", [&](tether_resource_t** out) { return tether_managed_resource_create(device, out); });
 }
@@ -223,6 +228,8 @@ const std::vector<Factory>& all_factories() {
       {"async_owned_bounded", [] { return async(0, false, 32 * MiB, 512 * MiB); }, Needs::gpu, 512 * MiB,
        kTwinsShareFrees},
       {"async_default_pool", [] { return async(0, true); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"async_view", [] { return async_view(0); }, Needs::gpu, 0, kTwinsShareFrees},
+      {"pool_async_view", [] { return pool(async_view(0)); }, Needs::gpu},
       {"managed", [] { return managed(); }, Needs::gpu, 0, kTwinsShareFrees},
       {"pinned_host", [] { return pinned_host(); }, Needs::gpu, 0, kTwinsShareFrees},
       {"pool_cuda", [] { return pool(cuda()); }, Needs::gpu},

@@ -45,6 +45,16 @@ inline resource async_resource(int device = 0, const async_options& options = {}
       [&](tether_resource_t** out) { return tether_async_resource_create(device, &o, out); });
 }
 
+/// Stream-ordered device memory of `device` from a CUDA memory pool someone else owns
+/// (a CUmemoryPool / cudaMemPool_t; nullptr: the device's current pool), which must
+/// outlive the resource (tether_async_view_resource_create). Throws no_device_error without a GPU.
+inline resource async_view_resource(int device = 0, void* pool = nullptr) {
+  tether_async_view_options_t o = TETHER_ASYNC_VIEW_OPTIONS_INIT;
+  o.pool = pool;
+  return detail::make_resource(
+      [&](tether_resource_t** out) { return tether_async_view_resource_create(device, &o, out); });
+}
+
 /// Managed (unified) memory (cuMemAllocManaged). Throws no_device_error without a GPU.
 inline resource managed_resource(int device = 0) {
   return detail::make_resource(

@@ -16,6 +16,24 @@ impl Resource {
         Resource::created(status, out)
     }
 
+    /// Stream-ordered device memory of `device` from a CUDA memory pool someone else owns
+    /// (`tether_async_view_resource_create`): `pool` is its `CUmemoryPool` / `cudaMemPool_t`
+    /// as an address, `None` for the device's current pool.
+    ///
+    /// # Safety
+    /// `pool` must be a live CUDA memory pool whose memory is on `device`, and must outlive the
+    /// resource and every allocation from it (CUDA cannot check a handle that is not one).
+    pub unsafe fn async_view(device: i32, pool: Option<usize>) -> Result<Resource> {
+        let options = sys::tether_async_view_options_t {
+            struct_size: mem::size_of::<sys::tether_async_view_options_t>() as u32,
+            pool: pool.unwrap_or(0) as *mut std::ffi::c_void,
+        };
+        let mut out = ptr::null_mut();
+        // SAFETY: valid options and out-pointer; the pool is the caller's promise.
+        let status = unsafe { sys::tether_async_view_resource_create(device, &options, &mut out) };
+        Resource::created(status, out)
+    }
+
     /// Managed (unified) memory from `cuMemAllocManaged` (`tether_managed_resource_create`).
     pub fn managed(device: i32) -> Result<Resource> {
         let mut out = ptr::null_mut();
