@@ -338,6 +338,17 @@ def gen_enum_docs(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# ---- docs/python_kinds.inc -------------------------------------------------------------------------
+
+def gen_python_kind_docs(kinds: list[dict[str, Any]]) -> str:
+    """The members of tether.ResourceKind (python_api.rst includes it inside the class entry)."""
+    out = [f".. {HEADER}", ""]
+    for k in kinds:
+        made = f":py:class:`{k['python']}`" if k["python"] else f":c:func:`{k['create']}`"
+        out += [f".. py:attribute:: {k['enum']}", "", f"   {sentence(k['doc'])} ({made}).", ""]
+    return "\n".join(out)
+
+
 # A region of a hand-written file that the registry writes: (file, the line before it, the line after it).
 REGIONS = {
     "capi/include/tether/resource.h": ("typedef enum tether_resource_kind {\n", "} tether_resource_kind_t;\n",
@@ -360,6 +371,7 @@ TARGETS = {
     "tests/capi/conformance/caching_kinds.inc": gen_caching_kinds,
     "docs/resource_kinds.inc": gen_enum_docs,
     "rust/tether/src/kinds.rs": gen_rust,
+    "docs/python_kinds.inc": gen_python_kind_docs,
 }
 
 
