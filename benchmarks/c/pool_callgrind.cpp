@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "random_pattern.h"
+#include "replay.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 
@@ -23,27 +24,13 @@ namespace {
 
 using namespace tether;
 
-struct Live {
-  void* p;
-  std::size_t size;
-};
+using Live = BenchLive;
 
 // Replays `pat` (frees what is left at the end).
 void replay(core::Resource& mr, const bench_pattern& pat, std::vector<Live>& live) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < pat.n_ops; ++i) {
-    const bench_op op = pat.ops[i];
-    if (op.is_alloc) {
-      live[n++] = Live{mr.allocate(op.arg, 0, 0), op.arg};
-    } else {
-      mr.deallocate(live[op.arg].p, live[op.arg].size, 0, 0);
-      live[op.arg] = live[--n];
-    }
-  }
-  while (n > 0) {
-    --n;
-    mr.deallocate(live[n].p, live[n].size, 0, 0);
-  }
+  bench_replay(
+      pat, live.data(), [&](std::size_t size) { return mr.allocate(size, 0, 0); },
+      [&](void* p, std::size_t size) { mr.deallocate(p, size, 0, 0); });
 }
 
 }  // namespace

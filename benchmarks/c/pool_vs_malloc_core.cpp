@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "random_pattern.h"
+#include "replay.hpp"
 #include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 
@@ -23,49 +24,32 @@ namespace {
 
 using namespace tether;
 
-struct Live {
-  void* p;
-  std::size_t size;
-};
-Live g_live[BENCH_MAX_LIVE];
+BenchLive g_live[BENCH_MAX_LIVE];
 
 double run_malloc(const bench_pattern& pat) {
-  std::size_t n = 0;
   const double t0 = bench_now_ns();
-  for (std::size_t i = 0; i < pat.n_ops; ++i) {
-    const bench_op op = pat.ops[i];
-    if (op.is_alloc) {
-      void* p = std::malloc(op.arg);
-      if (p == nullptr) std::abort();
-      *static_cast<volatile char*>(p) = 1;
-      g_live[n++] = Live{p, op.arg};
-    } else {
-      std::free(g_live[op.arg].p);
-      g_live[op.arg] = g_live[--n];
-    }
-  }
-  while (n > 0) std::free(g_live[--n].p);
+  bench_replay(
+      pat, g_live,
+      [](std::size_t size) {
+        void* p = std::malloc(size);
+        if (p == nullptr) std::abort();
+        *static_cast<volatile char*>(p) = 1;
+        return p;
+      },
+      [](void* p, std::size_t) { std::free(p); });
   return (bench_now_ns() - t0) / static_cast<double>(pat.n_allocs);
 }
 
 double run_resource(const bench_pattern& pat, core::Resource& mr) {
-  std::size_t n = 0;
   const double t0 = bench_now_ns();
-  for (std::size_t i = 0; i < pat.n_ops; ++i) {
-    const bench_op op = pat.ops[i];
-    if (op.is_alloc) {
-      void* p = mr.allocate(op.arg, 0, 0);
-      *static_cast<volatile char*>(p) = 1;
-      g_live[n++] = Live{p, op.arg};
-    } else {
-      mr.deallocate(g_live[op.arg].p, g_live[op.arg].size, 0, 0);
-      g_live[op.arg] = g_live[--n];
-    }
-  }
-  while (n > 0) {
-    --n;
-    mr.deallocate(g_live[n].p, g_live[n].size, 0, 0);
-  }
+  bench_replay(
+      pat, g_live,
+      [&](std::size_t size) {
+        void* p = mr.allocate(size, 0, 0);
+        *static_cast<volatile char*>(p) = 1;
+        return p;
+      },
+      [&](void* p, std::size_t size) { mr.deallocate(p, size, 0, 0); });
   return (bench_now_ns() - t0) / static_cast<double>(pat.n_allocs);
 }
 
@@ -135,24 +119,13 @@ double run_threads(core::Resource& mr, const std::vector<bench_pattern>& pats, i
     pairs += pats[t].n_allocs;
     ts.emplace_back([&, t] {
       const bench_pattern& pat = pats[t];
-      std::vector<Live> live(BENCH_MAX_LIVE);
+      std::vector<BenchLive> live(BENCH_MAX_LIVE);
       const core::stream_t s = static_cast<core::stream_t>(t + 1);
-      std::size_t n = 0;
       pthread_barrier_wait(&start);
       begin[t] = bench_now_ns();
-      for (std::size_t i = 0; i < pat.n_ops; ++i) {
-        const bench_op op = pat.ops[i];
-        if (op.is_alloc) {
-          live[n++] = Live{mr.allocate(op.arg, 0, s), op.arg};
-        } else {
-          mr.deallocate(live[op.arg].p, live[op.arg].size, 0, s);
-          live[op.arg] = live[--n];
-        }
-      }
-      while (n > 0) {
-        --n;
-        mr.deallocate(live[n].p, live[n].size, 0, s);
-      }
+      bench_replay(
+          pat, live.data(), [&](std::size_t size) { return mr.allocate(size, 0, s); },
+          [&](void* p, std::size_t size) { mr.deallocate(p, size, 0, s); });
       end[t] = bench_now_ns();
     });
   }
@@ -164,18 +137,18 @@ double run_threads(core::Resource& mr, const std::vector<bench_pattern>& pats, i
 }
 
 // ns per pair of the timed part of one steady-state run (memory untouched).
-double steady_once(const bench_steady& p, core::Resource* mr, std::vector<Live>& live) {
+double steady_once(const bench_steady& p, core::Resource* mr, std::vector<BenchLive>& live) {
   for (std::size_t i = 0; i < p.live; ++i)
-    live[i] = Live{mr != nullptr ? mr->allocate(p.fill[i], 0, 0) : std::malloc(p.fill[i]), p.fill[i]};
+    live[i] = BenchLive{mr != nullptr ? mr->allocate(p.fill[i], 0, 0) : std::malloc(p.fill[i]), p.fill[i]};
   const double t0 = bench_now_ns();
   for (std::size_t i = 0; i < p.pairs; ++i) {
-    Live& l = live[p.slot[i]];
+    BenchLive& l = live[p.slot[i]];
     if (mr != nullptr) {
       mr->deallocate(l.p, l.size, 0, 0);
-      l = Live{mr->allocate(p.size[i], 0, 0), p.size[i]};
+      l = BenchLive{mr->allocate(p.size[i], 0, 0), p.size[i]};
     } else {
       std::free(l.p);
-      l = Live{std::malloc(p.size[i]), p.size[i]};
+      l = BenchLive{std::malloc(p.size[i]), p.size[i]};
     }
   }
   const double t = (bench_now_ns() - t0) / static_cast<double>(p.pairs);
@@ -192,7 +165,7 @@ double steady_once(const bench_steady& p, core::Resource* mr, std::vector<Live>&
 void sweep(std::size_t reps) {
   const std::size_t lives[3] = {1000, 10000, 100000};
   const std::size_t pairs = 500000;
-  std::vector<Live> live(100000);
+  std::vector<BenchLive> live(100000);
   std::printf("\nlive-allocation sweep: steady state, sizes log-uniform 256 B - 64 KiB, %zu timed free+allocate pairs, "
               "median of %zu (memory untouched)\n",
               pairs, reps);
@@ -217,26 +190,19 @@ void sweep(std::size_t reps) {
 // held / peak live of a host pool (default options) after replaying `pat` 3 times.
 double footprint_ratio(const bench_pattern& pat, core::PoolInfo& info, std::size_t& peak_out) {
   auto pool = core::make_pool_resource(core::make_host_resource(), core::PoolOptions{});
-  std::size_t n = 0, bytes = 0, peak = 0;
-  for (int r = 0; r < 3; ++r) {
-    for (std::size_t i = 0; i < pat.n_ops; ++i) {
-      const bench_op op = pat.ops[i];
-      if (op.is_alloc) {
-        g_live[n++] = Live{pool->allocate(op.arg, 0, 0), op.arg};
-        bytes += op.arg;
-        peak = std::max(peak, bytes);
-      } else {
-        pool->deallocate(g_live[op.arg].p, g_live[op.arg].size, 0, 0);
-        bytes -= g_live[op.arg].size;
-        g_live[op.arg] = g_live[--n];
-      }
-    }
-    while (n > 0) {
-      --n;
-      bytes -= g_live[n].size;
-      pool->deallocate(g_live[n].p, g_live[n].size, 0, 0);
-    }
-  }
+  std::size_t bytes = 0, peak = 0;
+  for (int r = 0; r < 3; ++r)
+    bench_replay(
+        pat, g_live,
+        [&](std::size_t size) {
+          bytes += size;
+          peak = std::max(peak, bytes);
+          return pool->allocate(size, 0, 0);
+        },
+        [&](void* p, std::size_t size) {
+          pool->deallocate(p, size, 0, 0);
+          bytes -= size;
+        });
   info = core::pool_info(*pool);
   peak_out = peak;
   return static_cast<double>(info.pool_size) / static_cast<double>(peak);
