@@ -114,7 +114,11 @@ def test_killed_importer_leaves_the_exporter_healthy(ctx, pool):
     assert ready.wait(TIMEOUT)
     child.kill()
     child.join(TIMEOUT)
-    dying = ctx.Process(target=ipc_workers.import_then_die, args=(data, ctx.Event()))
+    # Keep the event referenced: Process.start() drops its args once the spawn
+    # data is written, and a collected Event unlinks its semaphore before the
+    # child has unpickled it (FileNotFoundError in the child).
+    unused = ctx.Event()
+    dying = ctx.Process(target=ipc_workers.import_then_die, args=(data, unused))
     dying.start()
     dying.join(TIMEOUT)
     assert dying.exitcode == 3

@@ -81,6 +81,9 @@ def test_once_the_side_stream_is_done_the_memory_is_reused_without_waiting(kerne
     mr = tether.StatisticsAdaptor(tether.PoolResource(tether.CudaResource(0)))
     first = tether.Buffer(N, resource=mr, stream=a.ptr)
     p = first.ptr
+    # The spin keeps the side stream busy past close(): without it the 1 MiB fill
+    # can finish first and the free is (rightly) not deferred at all.
+    kernels.spin(side, SPIN_SECONDS)
     kernels.fill(side, p, N, 0x11)
     first.record_stream(side)
     first.close()
