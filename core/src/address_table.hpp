@@ -29,14 +29,22 @@ class SpinLock {
 //   Slot      a struct with `std::uintptr_t key` (0: empty) and the payload;
 //   KeyShift  low address bits that carry no information (alignment);
 //   UsedBits  top bits of the hash the caller already used (e.g. to pick a shard).
-// Fibonacci hashing, so consecutive addresses spread out. Not thread-safe.
+// A multiplicative hash with a fold (hash()), so consecutive and strided
+// addresses spread out. Not thread-safe.
 template <class Slot, unsigned KeyShift, unsigned UsedBits = 0, std::size_t InitialCapacity = 64>
 class AddressTable {
  public:
   static constexpr std::size_t npos = SIZE_MAX;
 
+  // Fibonacci hashing alone clusters strided keys (blocks of one size laid
+  // out one after another: the stride multiplies the golden ratio, and the
+  // homes fall on a few short arcs, so probe runs grow to tens of slots); the
+  // xor of the product's middle bits into its top ones (the home slot)
+  // breaks the stride: a 256 B allocate+free pair with 100 blocks of 4 KiB
+  // live went from 1020 to 771 instructions (bench_pool_callgrind hot256).
   static std::uint64_t hash(std::uintptr_t key) noexcept {
-    return static_cast<std::uint64_t>(key >> KeyShift) * 0x9E3779B97F4A7C15ull;
+    std::uint64_t h = static_cast<std::uint64_t>(key >> KeyShift) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h << 24);
   }
 
   // Make room for one more entry, so that the insert() after it cannot fail.

@@ -33,19 +33,32 @@ inline std::size_t checked_alignment(std::size_t alignment) {
   return alignment;
 }
 
-// The stripe of the calling thread, picked on its first allocation: round
-// robin, so up to kCounterStripes threads each get a line of their own. The
+// The stripe of the calling thread, picked on its first update: the first
+// `owned` threads of the process each get one of their own for good (never
+// handed to another thread, so its one writer needs no read-modify-write);
+// later threads share the `shared` stripes after those, round robin. The
 // thread_local is constant-initialised (no TLS wrapper or guard on the hot path).
 std::atomic<unsigned> g_next_stripe{0};
 thread_local unsigned t_stripe_plus_one = 0;  // 0: not picked yet
 
-inline unsigned this_thread_stripe(unsigned stripes) noexcept {
+inline unsigned this_thread_stripe(unsigned owned, unsigned shared) noexcept {
   unsigned s = t_stripe_plus_one;
   if (s == 0) {
-    s = g_next_stripe.fetch_add(1, std::memory_order_relaxed) % stripes + 1;
+    const unsigned n = g_next_stripe.fetch_add(1, std::memory_order_relaxed);
+    s = (n < owned ? n : owned + n % shared) + 1;
     t_stripe_plus_one = s;
   }
   return s - 1;
+}
+
+// Adds d to a counter: a plain load and store when this thread is its only
+// writer (no lock prefix: about 20 cycles saved per counter), else fetch_add.
+inline void bump(std::atomic<std::int64_t>& c, std::int64_t d, bool owned) noexcept {
+  if (owned) {
+    c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  } else {
+    c.fetch_add(d, std::memory_order_relaxed);
+  }
 }
 
 std::atomic<owner_t> g_next_id{1};
@@ -82,12 +95,14 @@ std::uint64_t Resource::caller_outstanding_bytes() const noexcept {
 }
 
 // Counted only once do_allocate succeeded; relaxed: they are statistics,
-// not synchronisation. The RMW is on this thread's stripe, a line no other
-// thread writes while there are at most kCounterStripes threads.
+// not synchronisation. The update is on this thread's stripe, a line no
+// other thread writes (an owned one), or one of the few shared ones.
 inline void Resource::count_allocation(owner_t owner, std::size_t bytes) noexcept {
-  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
-  s.count.fetch_add(1, std::memory_order_relaxed);
-  s.bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  const unsigned i = this_thread_stripe(kCounterStripes, kSharedStripes);
+  CounterStripe& s = stripes_[i];
+  const bool owned = i < kCounterStripes;
+  bump(s.count, +1, owned);
+  bump(s.bytes, +static_cast<std::int64_t>(bytes), owned);
   if (owner != kCaller) {
     dependent_count_.fetch_add(1, std::memory_order_relaxed);
     dependent_bytes_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
@@ -95,9 +110,11 @@ inline void Resource::count_allocation(owner_t owner, std::size_t bytes) noexcep
 }
 
 inline void Resource::count_free(owner_t owner, std::size_t bytes) noexcept {
-  CounterStripe& s = stripes_[this_thread_stripe(kCounterStripes)];
-  s.count.fetch_sub(1, std::memory_order_relaxed);
-  s.bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  const unsigned i = this_thread_stripe(kCounterStripes, kSharedStripes);
+  CounterStripe& s = stripes_[i];
+  const bool owned = i < kCounterStripes;
+  bump(s.count, -1, owned);
+  bump(s.bytes, -static_cast<std::int64_t>(bytes), owned);
   if (owner != kCaller) {
     dependent_count_.fetch_sub(1, std::memory_order_relaxed);
     dependent_bytes_.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);

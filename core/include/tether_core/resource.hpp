@@ -201,14 +201,18 @@ class Resource : public std::enable_shared_from_this<Resource> {
     std::atomic<std::int64_t> count{0};
     std::atomic<std::int64_t> bytes{0};
   };
+  // The first kCounterStripes threads of the process each own a stripe (one
+  // writer: a plain load and store, no atomic read-modify-write on the hot
+  // path); later threads share the kSharedStripes after them (fetch_add).
   static constexpr std::size_t kCounterStripes = 16;
+  static constexpr std::size_t kSharedStripes = 4;
 
   void count_allocation(owner_t owner, std::size_t bytes) noexcept;
   void count_free(owner_t owner, std::size_t bytes) noexcept;
 
   Properties props_;
   const owner_t id_;
-  CounterStripe stripes_[kCounterStripes];
+  CounterStripe stripes_[kCounterStripes + kSharedStripes];
   // What dependents hold (allocate_for): chunk-sized, rare, one line suffices.
   std::atomic<std::int64_t> dependent_count_{0};
   std::atomic<std::int64_t> dependent_bytes_{0};
