@@ -3,7 +3,7 @@
 #   1. configure + build (Release, tests and benchmarks on)      -> $OUT/build.log
 #   2. ctest: everything, the GPU tests (label gpu) included      -> $OUT/ctest.log
 #   3. pip install the package, pytest tests/python (GPU too)     -> $OUT/pytest.log
-#   4. the GPU benchmarks (C and Python; bench_torch_train.py and the Thrust sort too) -> $OUT/bench.log
+#   4. the GPU benchmarks (C and Python, bench_ipc.py; bench_torch_train.py and the Thrust sort too) -> $OUT/bench.log
 #   5. peer: the peers' C++ allocator table (.bench)              -> $OUT/peer.log
 #   6. clients: the peers' own test suites through tether (ci/gpu_clients.sh: RMM's Python tests with
 #      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
@@ -196,6 +196,8 @@ if [ "$PY_OK" = 1 ]; then
   rm -f "$OUT/log.csv"
   step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
+  step "bench_ipc.py (IPC round trip: pool(cuda), async posix_fd)" "$OUT/bench.log" \
+    timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_ipc.py" 200
   step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
     timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
   # Thrust and CUB through tether::thrust_allocator: 10M keys sorted and checked; the sort's

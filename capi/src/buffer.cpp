@@ -156,7 +156,7 @@ void export_buffer(tether_buffer_t* buffer, const ExportFunction& f) {
   BufferRef b(buffer);
   std::lock_guard<std::mutex> lock(b->mutex);  // the memory cannot move (resize) while it is exported
   std::shared_ptr<void> keep;
-  f(*b->core, b->ptr, b->size, keep);
+  f(*b->core, b->ptr, b->size, b->stream, keep);
   if (keep) b->exports.push_back(std::move(keep));
   b->exported = true;
 }

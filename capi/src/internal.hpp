@@ -378,10 +378,12 @@ HandleRef current_resource(int device);
 // A new buffer of `size` bytes from `resource` on `stream` (buffer.cpp): +1. Throws.
 tether_buffer_t* make_buffer(tether_resource_t* resource, std::size_t size, core::stream_t stream);
 
-// Export a buffer (buffer.cpp, for ipc.cpp): f(resource, ptr, size, keep) runs under the
-// buffer's lock; if it returns, the buffer counts as exported (resize is refused from then
-// on) and holds `keep`, if set, for as long as it lives. Throws INVALID_HANDLE, or what f throws.
-using ExportFunction = std::function<void(const core::Resource&, void*, std::size_t, std::shared_ptr<void>&)>;
+// Export a buffer (buffer.cpp, for ipc.cpp): f(resource, ptr, size, stream, keep) runs under
+// the buffer's lock (stream: the buffer's); if it returns, the buffer counts as exported
+// (resize is refused from then on) and holds `keep`, if set, for as long as it lives. Throws
+// INVALID_HANDLE, or what f throws.
+using ExportFunction =
+    std::function<void(const core::Resource&, void*, std::size_t, core::stream_t, std::shared_ptr<void>&)>;
 void export_buffer(tether_buffer_t* buffer, const ExportFunction& f);
 
 }  // namespace tether::capi

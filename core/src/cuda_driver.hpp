@@ -91,10 +91,15 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(IpcOpenEventHandle, (CUevent*, CUipcEventHandle))
 
 // TETHER_CUDA_OPTIONAL_ENTRY_POINTS: what the library calls only for an optional
-// feature (prefetching). nullptr when the driver lacks it; the feature then
+// feature (prefetching; IPC of memory-pool allocations through a shareable handle). nullptr when the driver lacks it; the feature then
 // reports NOT_SUPPORTED instead of failing the whole load.
 #define TETHER_CUDA_OPTIONAL_ENTRY_POINTS(X)                                  \
-  X(MemPrefetchAsync, (CUdeviceptr, std::size_t, CUdevice, CUstream))
+  X(MemPrefetchAsync, (CUdeviceptr, std::size_t, CUdevice, CUstream))         \
+  X(MemPoolExportToShareableHandle, (void*, CUmemoryPool, CUmemAllocationHandleType, unsigned long long)) \
+  X(MemPoolImportFromShareableHandle, (CUmemoryPool*, void*, CUmemAllocationHandleType, unsigned long long)) \
+  X(MemPoolExportPointer, (CUmemPoolPtrExportData*, CUdeviceptr))             \
+  X(MemPoolImportPointer, (CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*)) \
+  X(MemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc*, std::size_t))
 
 #define TETHER_CUDA_TEST_ENTRY_POINTS(X)                                      \
   X(MemsetD8Async, (CUdeviceptr, unsigned char, std::size_t, CUstream))       \

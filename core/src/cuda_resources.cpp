@@ -18,8 +18,10 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <unordered_map>
 
@@ -350,15 +352,18 @@ class AsyncResource final : public DriverResource {
   // another library's pool) share one table per device, so memory may be freed
   // through any of them on the same pool; an owned pool has its own.
   // `kind`: ASYNC, or ASYNC_VIEW for a view of a pool given by its owner.
+  // `ipc_handle_type`: the pool's TETHER_IPC_HANDLE_* (unknown, -1, for a view).
   AsyncResource(int device, CUmemoryPool pool, bool owned, std::size_t maximum,
-                tether_resource_kind_t kind = TETHER_RESOURCE_KIND_ASYNC)
+                tether_resource_kind_t kind = TETHER_RESOURCE_KIND_ASYNC, int ipc_handle_type = TETHER_IPC_HANDLE_NONE)
       : DriverResource(Properties{kind, device, true, false}, device,
                        owned ? std::make_shared<AllocationTable>() : shared_table(TETHER_RESOURCE_KIND_ASYNC, device)),
         pool_(pool),
         owned_(owned),
-        maximum_(maximum) {}
+        maximum_(maximum),
+        ipc_handle_type_(ipc_handle_type) {}
 
   ~AsyncResource() override {
+    if (share_.fd >= 0 && !process_is_exiting()) (void)::close(share_.fd);
     // An owned pool goes with its resource. Buffers and pools over this
     // resource hold it, so no allocation is outstanding by now (and if one
     // were, cuMemPoolDestroy defers the release until it comes back).
@@ -387,6 +392,39 @@ class AsyncResource final : public DriverResource {
     check(d.MemPoolTrimTo(pool_, 0), "cuMemPoolTrimTo", device_);
   }
 
+  // The pool's shareable handle as a POSIX fd, exported once and kept.
+  PoolShare share() const {
+    std::lock_guard<std::mutex> lock(share_mutex_);
+    if (share_.fd >= 0) return share_;
+    const char* what = properties().kind == TETHER_RESOURCE_KIND_ASYNC_VIEW ? "async_view" : "async";
+    if (ipc_handle_type_ == TETHER_IPC_HANDLE_NONE)
+      throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                  std::string("memory of an ") + what +
+                      " resource whose pool was created without ipc_handle_type='posix_fd' (TETHER_IPC_HANDLE_POSIX_FD) "
+                      "cannot be shared with another process: cuMemAllocAsync pools share memory only through a "
+                      "shareable handle of the pool. Create the async resource with ipc_handle_type='posix_fd', or "
+                      "use a cuda resource (or a pool over one)");
+    const Driver& d = driver();
+    if (d.MemPoolExportToShareableHandle == nullptr || d.MemPoolExportPointer == nullptr)
+      throw Error(TETHER_ERROR_NOT_SUPPORTED, "this CUDA driver does not provide cuMemPoolExportToShareableHandle and "
+                                              "cuMemPoolExportPointer, so memory-pool allocations cannot be shared");
+    ScopedContext ctx(device_);
+    int fd = -1;
+    const CUresult r = d.MemPoolExportToShareableHandle(&fd, pool_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+      throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                  std::string("the CUDA driver refuses to export the ") + what +
+                      " resource's pool as a POSIX file descriptor (cuMemPoolExportToShareableHandle: " + result_text(r) +
+                      "); only pools created with a POSIX file descriptor handle type (ipc_handle_type='posix_fd') "
+                      "can share their memory");
+    std::random_device random;
+    const std::uint64_t id = (std::uint64_t(random()) << 32) ^ std::uint64_t(random()) ^
+                             (std::uint64_t(static_cast<std::uint32_t>(getpid())) << 16) ^
+                             std::uint64_t(reinterpret_cast<std::uintptr_t>(pool_));
+    share_ = PoolShare{pool_, fd, id == 0 ? 1 : id};
+    return share_;
+  }
+
  protected:
   void* raw_allocate(std::size_t bytes, stream_t stream) override {
     CUdeviceptr p = 0;
@@ -409,6 +447,9 @@ class AsyncResource final : public DriverResource {
   CUmemoryPool pool_;
   bool owned_;
   std::size_t maximum_;
+  int ipc_handle_type_;
+  mutable std::mutex share_mutex_;
+  mutable PoolShare share_;
 };
 
 // ---- managed memory: cuMemAllocManaged ----------------------------------------
@@ -550,7 +591,8 @@ ResourcePtr make_async_resource(int device, const AsyncOptions& o) {
   }
   CUmemoryPool pool = create_owned_pool(device, o);
   try {
-    return std::make_shared<AsyncResource>(device, pool, true, o.maximum_pool_size);
+    return std::make_shared<AsyncResource>(device, pool, true, o.maximum_pool_size, TETHER_RESOURCE_KIND_ASYNC,
+                                           static_cast<int>(o.ipc_handle_type));
   } catch (...) {
     (void)d.MemPoolDestroy(pool);
     throw;
@@ -567,7 +609,14 @@ ResourcePtr make_async_view_resource(int device, void* pool) {
     ScopedContext ctx(device);
     check(driver().DeviceGetMemPool(&p, device_handle(device)), "cuDeviceGetMemPool", device);
   }
-  return std::make_shared<AsyncResource>(device, p, false, 0, TETHER_RESOURCE_KIND_ASYNC_VIEW);
+  return std::make_shared<AsyncResource>(device, p, false, 0, TETHER_RESOURCE_KIND_ASYNC_VIEW, -1);
+}
+
+PoolShare share_async_pool(const Resource& resource) {
+  auto* async = dynamic_cast<const AsyncResource*>(&resource);
+  if (async == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string("a '") + resource.name() + "' resource has no memory pool to share");
+  return async->share();
 }
 
 void memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) {

@@ -280,9 +280,11 @@ class Buffer(Handle):
         Device memory from a ``cuda`` resource, or a pool, arena, binning or
         adaptor over one, can be shared. Raises NotSupportedError (a
         NotImplementedError) with the reason for host, pinned-host and managed
-        memory, the ``async`` resource (also with ``ipc_handle_type="posix_fd"``,
-        not supported yet) and memory the driver refuses; NoDeviceError
-        without CUDA; ValueError for a 0-byte buffer.
+        memory, an ``async`` resource created without
+        ``ipc_handle_type="posix_fd"`` and memory the driver refuses;
+        NoDeviceError without CUDA; ValueError for a 0-byte buffer. Memory of
+        a ``posix_fd`` async pool is shared through the pool's file
+        descriptor, which importers need too (:py:mod:`tether.ipc`).
         """
         out = ffi.new("tether_ipc_handle_t*")
         self._check(lib.tether_buffer_export_ipc(self._live(), 0 if stream is None else stream_value(stream), out))
@@ -533,7 +535,7 @@ _CAPSULE_NAMES = tuple(int(ffi.cast("uintptr_t", lib._tether_py_dlpack_capsule_n
 _CAPSULE_DESTRUCTOR = lib._tether_py_dlpack_capsule_destructor()
 
 
-def import_ipc(data: object, device: DeviceLike | None = None) -> Buffer:
+def import_ipc(data: object, device: DeviceLike | None = None, fd: int | None = None) -> Buffer:
     """Map device memory that another process exported with :py:meth:`Buffer.export_ipc`.
 
     ``data``: the exported bytes (any bytes-like object of
@@ -553,13 +555,23 @@ def import_ipc(data: object, device: DeviceLike | None = None) -> Buffer:
     freed. Raises NoDeviceError without CUDA or when the exporter's GPU is not
     visible, CudaError when the driver cannot map the memory (the exporter
     exited or freed it, or this is the exporting process).
+
+    ``fd``: for memory of an async pool created with
+    ``ipc_handle_type="posix_fd"``, a file descriptor (in this process) of
+    the exporter's pool, e.g. from :py:func:`tether.ipc.recv_handle`. It is
+    borrowed (not closed) and used only when this process has not imported
+    that pool yet. Without it tether takes the descriptor from the exporter
+    with ``pidfd_getfd`` where the kernel permits, and raises
+    NotSupportedError saying why where it does not. See :doc:`/ipc`.
     """
     raw = ipc_handle_value(data)
+    if fd is not None and (isinstance(fd, bool) or not isinstance(fd, int)):
+        raise TypeError(f"fd must be an int file descriptor or None, not {type(fd).__name__}")
     dev = CURRENT_DEVICE if device is None else device_value(device)
     handle = ffi.new("tether_ipc_handle_t*")
     ffi.memmove(handle.data, raw, IPC_HANDLE_SIZE)
     out = ffi.new("tether_buffer_t**")
-    check(lib.tether_buffer_import_ipc(handle, dev, out))
+    check(lib.tether_buffer_import_ipc_fd(handle, -1 if fd is None else fd, dev, out))
     obj = Buffer.__new__(Buffer)
     obj._h = out[0]
     return obj

@@ -3,13 +3,15 @@
  * The parent exports buffers of a pool over a cuda resource; a child (this
  * program again, posix_spawn'ed with the handle in hex on its command line)
  * imports them, checks their bytes, writes new ones and releases. Also: what
- * cannot be shared (managed, pinned host, async) is NOT_SUPPORTED, an exported
+ * cannot be shared (managed, pinned host, async without posix_fd) is NOT_SUPPORTED, an exported
  * buffer refuses resize, and importing into the exporting process is a CUDA
- * error naming the reason. Exits 77 (skipped) when no device is usable.
+ * error naming the reason; the round trip again from an async pool with
+ * ipc_handle_type posix_fd. Exits 77 (skipped) when no device is usable.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_support.h"
 
@@ -50,8 +52,16 @@ static int child(int argc, char** argv) {
     tether_buffer_t* b = NULL;
     size_t size = 0, i;
     int ok = 1;
+    int st, pid = 0, fd = -1;
     REQUIRE(from_hex(argv[k], &h));
-    REQUIRE_OK(tether_buffer_import_ipc(&h, TETHER_DEVICE_CURRENT, &b));
+    st = tether_buffer_import_ipc(&h, TETHER_DEVICE_CURRENT, &b);
+    if (st == TETHER_ERROR_NOT_SUPPORTED) {
+      /* posix_fd pool memory where pidfd_getfd is refused: the descriptor number, inherited
+       * through posix_spawn unless the driver made it close-on-exec */
+      REQUIRE_OK(tether_ipc_handle_get_exporter(&h, &pid, &fd));
+      st = tether_buffer_import_ipc_fd(&h, fd, TETHER_DEVICE_CURRENT, &b);
+    }
+    REQUIRE_OK(st);
     CHECK_OK(tether_buffer_get_size(b, &size));
     CHECK(size == SIZE);
     CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_buffer_resize(b, 2 * SIZE), "resize");
@@ -70,7 +80,7 @@ static int child(int argc, char** argv) {
 
 static const char* g_self;
 
-static void round_trip_through_a_child(void) {
+static void round_trip(int fd_pool) {
   const char* self = g_self;
   tether_resource_t *cuda = NULL, *pool = NULL;
   tether_buffer_t* b[N_BUFFERS];
@@ -81,8 +91,18 @@ static void round_trip_through_a_child(void) {
   int status = 0, k;
   size_t i;
   REQUIRE(host != NULL);
-  REQUIRE_OK(tether_cuda_resource_create(0, &cuda));
-  REQUIRE_OK(tether_pool_resource_create(cuda, NULL, &pool));
+  if (fd_pool) {
+    tether_async_options_t o = TETHER_ASYNC_OPTIONS_INIT;
+    o.ipc_handle_type = TETHER_IPC_HANDLE_POSIX_FD;
+    if (tether_async_resource_create(0, &o, &pool) == TETHER_ERROR_NOT_SUPPORTED) {
+      printf("  (skipped: %s)\n", tether_last_error_message());
+      free(host);
+      return;
+    }
+  } else {
+    REQUIRE_OK(tether_cuda_resource_create(0, &cuda));
+    REQUIRE_OK(tether_pool_resource_create(cuda, NULL, &pool));
+  }
   args[0] = (char*)self;
   args[1] = "child";
   for (k = 0; k < N_BUFFERS; ++k) {
@@ -93,7 +113,12 @@ static void round_trip_through_a_child(void) {
     CHECK_OK(tether_buffer_copy_from_host(b[k], 0, host, SIZE));
     REQUIRE_OK(tether_buffer_export_ipc(b[k], 0, &h));
     CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_buffer_resize(b[k], 2 * SIZE), "exported");
-    CHECK_ERROR(TETHER_ERROR_CUDA, tether_buffer_import_ipc(&h, 0, &again), "this very process");
+    if (!fd_pool) CHECK_ERROR(TETHER_ERROR_CUDA, tether_buffer_import_ipc(&h, 0, &again), "this very process");
+    if (fd_pool) {
+      int pid = 0, fd = -1;
+      CHECK_OK(tether_ipc_handle_get_exporter(&h, &pid, &fd));
+      CHECK(pid == (int)getpid() && fd >= 0);
+    }
     to_hex(&h, hex[k]);
     args[k + 2] = hex[k];
   }
@@ -112,6 +137,11 @@ static void round_trip_through_a_child(void) {
   tether_resource_release(cuda);
   free(host);
 }
+
+static void round_trip_through_a_child(void) { round_trip(0); }
+/* posix_fd async pool: eight buffers of one pool; the child takes the pool descriptor with
+ * pidfd_getfd (it is a descendant) or, where refused, by its inherited number */
+static void posix_fd_round_trip_through_a_child(void) { round_trip(1); }
 
 static void export_with_an_event(void) {
   tether_resource_t* cuda = NULL;
@@ -145,7 +175,7 @@ static void what_cannot_be_shared(void) {
   tether_resource_release(r);
   REQUIRE_OK(tether_async_resource_create(0, &o, &r));
   REQUIRE_OK(tether_buffer_create(r, 0, 4096, 0, &b));
-  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_buffer_export_ipc(b, 0, &h), "async");
+  CHECK_ERROR(TETHER_ERROR_NOT_SUPPORTED, tether_buffer_export_ipc(b, 0, &h), "posix_fd");
   tether_buffer_release(b);
   tether_resource_release(r);
   REQUIRE_OK(tether_cuda_resource_create(0, &r));
@@ -165,5 +195,6 @@ int main(int argc, char** argv) {
   RUN(export_with_an_event);
   g_self = argv[0];
   RUN(round_trip_through_a_child);
+  RUN(posix_fd_round_trip_through_a_child);
   return tt_finish("test_gpu_ipc");
 }

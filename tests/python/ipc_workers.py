@@ -64,3 +64,51 @@ def export_and_die(conn) -> None:
     conn.send(b.export_ipc())
     conn.recv()  # wait until the parent has the bytes
     os._exit(0)
+
+
+# ---- posix_fd async pools: the handle and the pool's descriptor over a Unix socket ----
+
+def fd_read_and_write_back(address: str, count: int) -> list[bool]:
+    """Connect to the exporter, receive `count` handles (each with the pool's descriptor;
+    the pool is imported once and shared), check pattern(seed=i), write the inverted
+    pattern back, release all, and tell the exporter."""
+    import socket
+
+    import tether.ipc
+    ok = []
+    buffers = []
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(address)
+        for i in range(count):
+            b = tether.ipc.recv_buffer(s)
+            got = b.tobytes()
+            ok.append(got == pattern(i, b.size))
+            b.copy_from_host(bytes(255 - x for x in got))
+            buffers.append(b)
+        for b in buffers:
+            b.close()
+        s.sendall(b"done")
+    return ok
+
+
+def fd_import_and_hold(address: str, ready, release) -> None:
+    """Receive one handle with its descriptor, import, say so, hold until told (or killed)."""
+    import socket
+
+    import tether.ipc
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(address)
+        b = tether.ipc.recv_buffer(s)
+    ready.set()
+    release.wait(60)
+    b.close()
+
+
+def fd_export_and_die(conn) -> None:
+    """Export from a posix_fd pool, send the handle and the descriptor, exit without freeing."""
+    r = tether.AsyncResource(0, ipc_handle_type="posix_fd")
+    b = tether.Buffer(1 << 20, r)
+    b.copy_from_host(bytes(1 << 20))
+    conn.send(b.export_ipc())  # the importer must take the descriptor itself (pidfd_getfd), after this dies
+    conn.recv()
+    os._exit(0)

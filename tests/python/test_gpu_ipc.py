@@ -1,6 +1,8 @@
 """CUDA IPC between processes on a GPU (multiprocessing, spawn): export from a pool
 over a cuda resource, import in a child, read and write back, release in both
-orders, many buffers, a killed importer and a killed exporter, events."""
+orders, many buffers, a killed importer and a killed exporter, events; the same
+for an async pool with ipc_handle_type="posix_fd" (the pool's descriptor sent
+over a Unix socket with tether.ipc)."""
 
 from __future__ import annotations
 
@@ -76,7 +78,7 @@ def test_exported_buffer_refuses_resize(pool):
 @pytest.mark.parametrize("make, needle", [
     (lambda: tether.ManagedResource(0), "managed"),
     (lambda: tether.PinnedHostResource(0), "pinned host"),
-    (lambda: tether.AsyncResource(0), "async"),
+    (lambda: tether.AsyncResource(0), "posix_fd"),
 ])
 def test_what_cannot_be_shared(make, needle):
     with make() as r, tether.Buffer(MiB, r) as b:
@@ -152,3 +154,120 @@ def test_export_with_a_stream_event(ctx, pool):
         k.fill(stream, b.ptr, MiB, 0x5A)
         data = b.export_ipc(stream=stream)
         assert run(ctx, ipc_workers.read_first_byte_after_event, data) == 0x5A
+
+
+# ---- async pools with ipc_handle_type="posix_fd" ---------------------------------------
+
+@pytest.fixture(scope="module")
+def fd_pool():
+    try:
+        r = tether.AsyncResource(0, ipc_handle_type="posix_fd")
+    except tether.NotSupportedError as e:
+        pytest.skip(str(e))
+    yield r
+    r.close()
+
+
+def serve():
+    """A listening Unix socket in a fresh directory, and its address."""
+    import os
+    import socket
+    import tempfile
+
+    address = os.path.join(tempfile.mkdtemp(), "ipc.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(address)
+    server.listen(1)
+    return server, address
+
+
+def test_posix_fd_round_trip_many_buffers_one_pool(ctx, fd_pool):
+    import ipc_workers
+    import tether.ipc
+    server, address = serve()
+    buffers = []
+    for seed in range(16):
+        b = tether.Buffer(MiB + 256 * seed, fd_pool)
+        b.copy_from_host(pattern(seed, b.size))
+        buffers.append(b)
+    handles = [b.export_ipc() for b in buffers]
+    fds = {tether.ipc.exporter(h)[1] for h in handles}
+    assert len(fds) == 1 and None not in fds  # one pool, one descriptor
+    with ctx.Pool(1) as workers:
+        result = workers.apply_async(ipc_workers.fd_read_and_write_back, (address, len(handles)))
+        conn, _ = server.accept()
+        with conn:
+            for h in handles:
+                tether.ipc.send_handle(conn, h)
+            assert conn.recv(4) == b"done"  # the importer released everything first
+        assert result.get(TIMEOUT) == [True] * len(handles)
+    server.close()
+    for seed, b in enumerate(buffers):
+        assert b.tobytes() == bytes(255 - x for x in pattern(seed, b.size))
+        b.close()
+
+
+@pytest.mark.parametrize("exporter_first", [False, True], ids=["importer_first", "exporter_first"])
+def test_posix_fd_release_in_both_orders(ctx, fd_pool, exporter_first):
+    # exporter_first breaks the driver's rule for pool memory (importers free first): the
+    # contents are then undefined, but neither process may crash or report an error.
+    import ipc_workers
+    import tether.ipc
+    server, address = serve()
+    b = tether.Buffer(MiB, fd_pool)
+    data = b.export_ipc()
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=ipc_workers.fd_import_and_hold, args=(address, ready, release))
+    child.start()
+    conn, _ = server.accept()
+    with conn:
+        tether.ipc.send_handle(conn, data)
+    assert ready.wait(TIMEOUT)
+    if exporter_first:
+        b.close()
+    release.set()
+    child.join(TIMEOUT)
+    assert child.exitcode == 0
+    b.close()
+    server.close()
+
+
+def test_posix_fd_killed_importer_leaves_the_exporter_healthy(ctx, fd_pool):
+    import ipc_workers
+    import tether.ipc
+    server, address = serve()
+    b = tether.Buffer(MiB, fd_pool)
+    b.copy_from_host(pattern(9, MiB))
+    data = b.export_ipc()
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=ipc_workers.fd_import_and_hold, args=(address, ready, release))
+    child.start()
+    conn, _ = server.accept()
+    with conn:
+        tether.ipc.send_handle(conn, data)
+    assert ready.wait(TIMEOUT)
+    child.kill()
+    child.join(TIMEOUT)
+    server.close()
+    assert b.tobytes() == pattern(9, MiB)
+    with tether.Buffer(MiB, fd_pool) as other:
+        other.copy_from_host(pattern(1, MiB))
+    b.close()
+
+
+def test_posix_fd_killed_exporter_gives_the_importer_an_error(ctx, fd_pool):
+    import ipc_workers
+    parent, child_end = ctx.Pipe()
+    exporter = ctx.Process(target=ipc_workers.fd_export_and_die, args=(child_end,))
+    exporter.start()
+    data = parent.recv()
+    parent.send("got it")
+    exporter.join(TIMEOUT)
+    # no descriptor and the exporter gone: NotSupportedError (pidfd_getfd fails) or CudaError
+    assert run(ctx, ipc_workers.import_error, data) in ("NotSupportedError", "CudaError")
+
+
+def test_async_without_posix_fd_names_why():
+    with tether.AsyncResource(0) as r, tether.Buffer(MiB, r) as b:
+        with pytest.raises(tether.NotSupportedError, match="posix_fd"):
+            b.export_ipc()

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tether_core/resource.hpp"
@@ -82,6 +83,21 @@ ResourcePtr make_async_resource(int device, const AsyncOptions& options);
 ResourcePtr make_async_view_resource(int device, void* pool);
 ResourcePtr make_managed_resource(int device);
 ResourcePtr make_pinned_host_resource(int device);
+
+// For IPC (core/src/ipc.cpp): the CUDA memory pool behind an async or async_view
+// resource and a POSIX file descriptor of its shareable handle
+// (cuMemPoolExportToShareableHandle), exported on the first call and kept by the
+// resource (closed when it is destroyed), with a random 64-bit id that names the
+// pool to importers. Throws NOT_SUPPORTED, saying why, when `resource` is no
+// async resource, its pool was not created with ipc_handle_type posix_fd (or,
+// for a view, the driver refuses to export the pool), or the driver lacks the
+// entry points; NO_DEVICE without a driver.
+struct PoolShare {
+  void* pool = nullptr;  // the CUmemoryPool
+  int fd = -1;           // owned by the resource: do not close
+  std::uint64_t id = 0;
+};
+PoolShare share_async_pool(const Resource& resource);
 
 // Copy n bytes between any host, pinned, managed or device pointers, ordered on
 // `stream` of `device`'s primary context; if synchronous, returns once done.

@@ -4907,8 +4907,9 @@ extern "C" {
 #[doc = " An exported buffer, as plain bytes: copy it, send it, compare it with memcmp."]
 #[doc = " The layout of `data` is internal and versioned (a magic number and a version"]
 #[doc = " first; then the exporter's device UUID, the offset and size of the buffer in"]
-#[doc = " the driver allocation, the driver's memory handle, an optional event handle"]
-#[doc = " and the exporter's process id). Handles are meaningful only on the machine"]
+#[doc = " the driver allocation, the driver's memory handle - or, for a posix_fd pool,"]
+#[doc = " the allocation's export data, the pool's id and the exporter's descriptor"]
+#[doc = " number - an optional event handle and the exporter's process id). Handles are meaningful only on the machine"]
 #[doc = " that made them, to processes using the same tether major version."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -4949,8 +4950,9 @@ fn bindgen_test_layout_tether_ipc_handle() {
 #[doc = " An exported buffer, as plain bytes: copy it, send it, compare it with memcmp."]
 #[doc = " The layout of `data` is internal and versioned (a magic number and a version"]
 #[doc = " first; then the exporter's device UUID, the offset and size of the buffer in"]
-#[doc = " the driver allocation, the driver's memory handle, an optional event handle"]
-#[doc = " and the exporter's process id). Handles are meaningful only on the machine"]
+#[doc = " the driver allocation, the driver's memory handle - or, for a posix_fd pool,"]
+#[doc = " the allocation's export data, the pool's id and the exporter's descriptor"]
+#[doc = " number - an optional event handle and the exporter's process id). Handles are meaningful only on the machine"]
 #[doc = " that made them, to processes using the same tether major version."]
 pub type tether_ipc_handle_t = tether_ipc_handle;
 extern "C" {
@@ -4967,10 +4969,16 @@ extern "C" {
     #[doc = " nothing. From now on the buffer refuses tether_buffer_resize. Keep the buffer"]
     #[doc = " alive until every importer has released its import."]
     #[doc = ""]
+    #[doc = " Memory of a posix_fd pool: with stream 0 the call first waits for the"]
+    #[doc = " buffer's stream (cuStreamSynchronize), so the allocation and the work"]
+    #[doc = " before it are done; with a stream, that stream is first made to wait for"]
+    #[doc = " the buffer's stream (no host wait) and the event is recorded after."]
+    #[doc = ""]
     #[doc = " Errors: INVALID_HANDLE for a bad buffer; INVALID_ARGUMENT for out == NULL or"]
     #[doc = " a 0-byte buffer (nothing to share); NOT_SUPPORTED for memory that cannot be"]
-    #[doc = " shared (host, pinned host, managed, the async resource, memory the driver"]
-    #[doc = " refuses), with the reason; NO_DEVICE without a CUDA driver; CUDA if the"]
+    #[doc = " shared (host, pinned host, managed, an async resource without"]
+    #[doc = " ipc_handle_type posix_fd, memory the driver refuses, a driver without the"]
+    #[doc = " memory-pool IPC entry points), with the reason; NO_DEVICE without a CUDA driver; CUDA if the"]
     #[doc = " driver fails otherwise (e.g. recording the event on a bad stream)."]
     #[doc = " *out is written only on success."]
     pub fn tether_buffer_export_ipc(
@@ -5005,15 +5013,90 @@ extern "C" {
     #[doc = " tether_buffer_record_stream has nothing to add on an imported buffer (it is"]
     #[doc = " accepted and changes nothing); tether_buffer_set_stream works as usual."]
     #[doc = ""]
+    #[doc = " Memory of a posix_fd pool: the same as tether_buffer_import_ipc_fd with"]
+    #[doc = " fd -1 (the pool's descriptor is taken from the exporter with pidfd_getfd"]
+    #[doc = " unless the pool is already imported here). The last release of the buffer"]
+    #[doc = " frees the imported pointer (cuMemFree: the exporter's memory stays"]
+    #[doc = " allocated there) and, with the last buffer of that pool, the pool's import."]
+    #[doc = ""]
     #[doc = " Ownership: `handle` is only read (the caller keeps it); *out is +1."]
     #[doc = " Errors: INVALID_ARGUMENT for handle or out NULL, for bytes that are no tether"]
     #[doc = " IPC handle (\"handle\" named: wrong magic, an unknown version, inconsistent"]
     #[doc = " fields), or an invalid device; NO_DEVICE without a CUDA driver or when the"]
     #[doc = " exporter's GPU is not visible; CUDA if the driver cannot map the memory (the"]
-    #[doc = " exporter exited or freed it, the handle comes from this very process, ...)."]
+    #[doc = " exporter exited or freed it, the handle comes from this very process, ...);"]
+    #[doc = " NOT_SUPPORTED for posix_fd pool memory whose descriptor cannot be taken"]
+    #[doc = " from the exporter (the reason said: no pidfd_getfd, no ptrace permission,"]
+    #[doc = " the exporter has exited) - pass it with tether_buffer_import_ipc_fd."]
     pub fn tether_buffer_import_ipc(
         handle: *const tether_ipc_handle_t,
         device: ::std::os::raw::c_int,
         out: *mut *mut tether_buffer_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " tether_buffer_import_ipc with the exporter's pool descriptor at hand."]
+    #[doc = ""]
+    #[doc = " fd: -1, or a file descriptor in this process of the shareable handle of the"]
+    #[doc = " pool the handle's memory comes from (the exporter's descriptor, whose number"]
+    #[doc = " tether_ipc_handle_get_exporter gives there, sent over a Unix domain socket"]
+    #[doc = " with SCM_RIGHTS, or taken with tether_ipc_get_process_fd). It is needed"]
+    #[doc = " only for handles of posix_fd pool memory whose pool this process has not"]
+    #[doc = " imported yet (for the device); otherwise it is ignored (so passing it every"]
+    #[doc = " time is right). With -1 this is tether_buffer_import_ipc."]
+    #[doc = ""]
+    #[doc = " Ownership: `fd` is borrowed: tether neither closes it nor keeps it (the pool"]
+    #[doc = " import holds what it needs), so the caller closes it when convenient, e.g."]
+    #[doc = " right after the call. `handle` is only read; *out is +1."]
+    #[doc = " Errors: those of tether_buffer_import_ipc; INVALID_ARGUMENT naming fd for fd"]
+    #[doc = " < -1; CUDA (cuMemPoolImportFromShareableHandle) if fd is not a pool's"]
+    #[doc = " shareable handle."]
+    pub fn tether_buffer_import_ipc_fd(
+        handle: *const tether_ipc_handle_t,
+        fd: ::std::os::raw::c_int,
+        device: ::std::os::raw::c_int,
+        out: *mut *mut tether_buffer_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Who exported `handle`: *pid receives the exporter's process id and *fd the"]
+    #[doc = " exporter's file descriptor number of its pool's shareable handle, or -1 when"]
+    #[doc = " the handle needs no descriptor (cuMemAlloc memory). Either pointer may be"]
+    #[doc = " NULL. Touches no driver (works without a GPU)."]
+    #[doc = ""]
+    #[doc = " In the exporting process *fd is the descriptor to send to importers (over a"]
+    #[doc = " Unix domain socket, SCM_RIGHTS). It stays owned by tether - do not close it -"]
+    #[doc = " and open while the exporting async resource lives. In any other process the"]
+    #[doc = " number means nothing by itself (tether_ipc_get_process_fd takes it from the"]
+    #[doc = " exporter)."]
+    #[doc = ""]
+    #[doc = " Ownership: `handle` is only read. Errors: INVALID_ARGUMENT for handle NULL or"]
+    #[doc = " bytes that are no tether IPC handle (named \"handle\")."]
+    pub fn tether_ipc_handle_get_exporter(
+        handle: *const tether_ipc_handle_t,
+        pid: *mut ::std::os::raw::c_int,
+        fd: *mut ::std::os::raw::c_int,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Duplicate file descriptor `fd` of process `pid` into this process:"]
+    #[doc = " *out receives a new descriptor (pidfd_open + pidfd_getfd, Linux 5.6+) that"]
+    #[doc = " refers to the same open file. Used by tether_buffer_import_ipc to take a"]
+    #[doc = " posix_fd pool's descriptor from its exporter; usable for any descriptor."]
+    #[doc = ""]
+    #[doc = " The kernel allows it only with ptrace access to `pid`: the same user and no"]
+    #[doc = " stricter policy (Yama's kernel.yama.ptrace_scope 1, the common default,"]
+    #[doc = " allows it only for descendants, or where the target named the caller with"]
+    #[doc = " prctl(PR_SET_PTRACER)); containers may forbid it altogether. Where it is"]
+    #[doc = " refused, send the descriptor over a Unix domain socket instead."]
+    #[doc = ""]
+    #[doc = " Ownership: the caller owns *out (close it). Errors: INVALID_ARGUMENT for out"]
+    #[doc = " NULL, pid <= 0 or fd < 0, or naming \"pid\" when no such process exists"]
+    #[doc = " (exited) or \"fd\" when it has no such descriptor; NOT_SUPPORTED when the"]
+    #[doc = " kernel lacks the calls or permission is refused (the reason said)."]
+    pub fn tether_ipc_get_process_fd(
+        pid: ::std::os::raw::c_int,
+        fd: ::std::os::raw::c_int,
+        out: *mut ::std::os::raw::c_int,
     ) -> tether_status_t;
 }

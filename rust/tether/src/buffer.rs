@@ -95,6 +95,18 @@ pub fn import_ipc(handle: &[u8; IPC_HANDLE_SIZE], device: Device) -> Result<Buff
     Buffer::created(status, out)
 }
 
+/// [`import_ipc`] with the exporter's pool descriptor (`tether_buffer_import_ipc_fd`):
+/// `fd` (-1: none) is a descriptor in this process of the `posix_fd` pool the
+/// memory comes from; borrowed (not closed), used only while that pool is not
+/// imported here yet. `InvalidArgument` for `fd < -1`.
+pub fn import_ipc_fd(handle: &[u8; IPC_HANDLE_SIZE], fd: i32, device: Device) -> Result<Buffer> {
+    let h = sys::tether_ipc_handle_t { data: *handle };
+    let mut out = ptr::null_mut();
+    // SAFETY: valid handle bytes (only read) and out-pointer; fd is only borrowed.
+    let status = unsafe { sys::tether_buffer_import_ipc_fd(&h, fd, device.as_raw(), &mut out) };
+    Buffer::created(status, out)
+}
+
 impl Buffer {
     /// Allocate `size` bytes from `resource` (which the buffer retains), ordered on `stream`.
     pub fn new(resource: &Resource, size: usize, stream: Stream) -> Result<Buffer> {

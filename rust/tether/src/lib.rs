@@ -38,7 +38,7 @@ mod resource;
 mod resources;
 mod types;
 
-pub use buffer::{import_ipc, Buffer, BufferInfo, HostSlice, HostSliceMut, IPC_HANDLE_SIZE};
+pub use buffer::{import_ipc, import_ipc_fd, Buffer, BufferInfo, HostSlice, HostSliceMut, IPC_HANDLE_SIZE};
 pub use current::{
     current_resource, is_current_resource_locked, lock_current_resource, push_current_resource, set_current_resource,
     set_current_resource_if_unset, with_current_resource, CurrentResourceGuard,

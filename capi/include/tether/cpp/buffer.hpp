@@ -5,6 +5,7 @@
 #define TETHER_CPP_BUFFER_HPP
 
 #include <cstddef>
+#include <utility>
 
 #include "tether/cpp/error.hpp"
 #include "tether/cpp/handle.hpp"
@@ -134,6 +135,24 @@ inline buffer import_ipc(const tether_ipc_handle_t& handle, int device = device_
   tether_buffer_t* h = nullptr;
   check(tether_buffer_import_ipc(&handle, device, &h));
   return buffer::adopt(h);
+}
+
+/// import_ipc with the exporter's pool descriptor (tether_buffer_import_ipc_fd):
+/// `fd` (-1: none) is a descriptor in this process of the posix_fd pool the
+/// memory comes from; borrowed (not closed), used only while that pool is not
+/// imported here yet.
+inline buffer import_ipc(const tether_ipc_handle_t& handle, int fd, int device) {
+  tether_buffer_t* h = nullptr;
+  check(tether_buffer_import_ipc_fd(&handle, fd, device, &h));
+  return buffer::adopt(h);
+}
+
+/// The exporter's pid and its descriptor of the pool (-1 if the handle needs
+/// none): tether_ipc_handle_get_exporter. Throws invalid_argument_error.
+inline std::pair<int, int> ipc_exporter(const tether_ipc_handle_t& handle) {
+  int pid = 0, fd = -1;
+  check(tether_ipc_handle_get_exporter(&handle, &pid, &fd));
+  return {pid, fd};
 }
 
 }  // namespace tether
