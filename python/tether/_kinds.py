@@ -104,6 +104,9 @@ KINDS: Final[tuple[Kind, ...]] = (
     ), True),
 )
 
+# The registry's memory values that only a CUDA device gives: such kinds need a GPU.
+GPU_MEMORY: Final = frozenset({'device', 'managed', 'pinned', 'managed_upstream', 'pageable'})
+
 # The constructors' defaults, one per parameter that has one.
 POOL_INITIAL_SIZE: Final = 0
 POOL_MAXIMUM_SIZE: Final = 0
