@@ -62,6 +62,8 @@ static void test_constructors_report_the_reason(void) {
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_resource_create(0, &o, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_managed_resource_create(0, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_pinned_host_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_system_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_system_resource_create(0, NULL), "out");
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_view_resource_create(0, NULL, &r), g_reason);
   {
     tether_async_view_options_t v = TETHER_ASYNC_VIEW_OPTIONS_INIT;

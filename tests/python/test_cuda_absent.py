@@ -33,6 +33,7 @@ def test_cuda_available_is_false_not_raising():
     lambda: tether.from_spec("async_view(device=0)"),
     tether.ManagedResource, lambda: tether.ManagedResource(0),
     tether.PinnedHostResource, lambda: tether.PinnedHostResource(0),
+    tether.SystemResource, lambda: tether.SystemResource(0),
     lambda: tether.Buffer(16),  # device=None: the current CUDA device
     lambda: tether.get_current_resource(),
     lambda: tether.get_current_resource(0),
