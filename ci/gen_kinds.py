@@ -31,6 +31,10 @@ SPEC_KIND = {"size": "Size", "count": "Count", "u32": "U32", "enum": "U32", "boo
              "resource": "Resource", "path": "String"}
 UNITS = set(SPEC_KIND) | {"function", "pointer", "device"}
 SHAPES = {"leaf", "device", "upstream"}
+# The registry's "memory" values; those in GPU_MEMORY only a CUDA device gives (such kinds cannot be built
+# on a machine without one: their conformance entries need a GPU).
+GPU_MEMORY = ("device", "managed", "pinned", "managed_upstream", "pageable")
+MEMORY = {"host", "upstream", "user", *GPU_MEMORY}
 
 
 def load() -> list[dict[str, Any]]:
@@ -56,6 +60,12 @@ def check_registry(kinds: list[dict[str, Any]]) -> None:
             raise SystemExit(f"{where}: shape must be one of {sorted(SHAPES)}")
         if (k["shape"] == "upstream") != (k["upstream"] == "one"):
             raise SystemExit(f"{where}: shape 'upstream' goes with upstream 'one', and only it")
+        if k["memory"] not in MEMORY:
+            raise SystemExit(f"{where}: memory must be one of {sorted(MEMORY)}")
+        for c in k.get("conformance", []):
+            if set(c) - {"name", "spec", "twins_share_frees", "capacity"} or not {"name", "spec"} <= set(c):
+                raise SystemExit(f"{where}: a conformance entry has name, spec, and optionally twins_share_frees "
+                                 "and capacity")
         if k["params"] and not k["options"]:
             raise SystemExit(f"{where}: parameters without an options struct")
         for p in k["params"]:
@@ -240,12 +250,68 @@ def gen_python(kinds: list[dict[str, Any]]) -> str:
                        f'{bool(p.get("python_alias", True))}),')
         if k["params"]:
             out.append(f"    ), {k.get('allocator', True)}),")
-    out += [")", "", "# The constructors' defaults, one per parameter that has one."]
+    out += [")", "",
+            "# The registry's memory values that only a CUDA device gives: such kinds need a GPU.",
+            f"GPU_MEMORY: Final = frozenset({{{', '.join(repr(m) for m in GPU_MEMORY)}}})",
+            "",
+            "# The constructors' defaults, one per parameter that has one."]
     for k in kinds:
         for p in k["params"]:
             if p["default"] is None:
                 continue
             out.append(f"{k['name'].upper()}_{p['name'].upper()}: Final = {py_default(p)!r}")
+    return "\n".join(out) + "\n"
+
+
+# ---- python/tether/_kind_classes.py ------------------------------------------------------------------
+
+def py_module(k: dict[str, Any]) -> str:
+    """The tether module that defines a kind's Python class (the registry's py_module, else _<name>)."""
+    return str(k.get("py_module") or f"_{k['name']}")
+
+
+def gen_kind_classes(kinds: list[dict[str, Any]]) -> str:
+    """Every kind's Python class, imported from its module; tether/__init__.py exports them all."""
+    modules: dict[str, list[str]] = {}
+    for k in kinds:
+        if k["python"]:
+            modules.setdefault(py_module(k), []).append(k["python"])
+    out = ['"""The Python class of each resource kind, for ``tether/__init__.py`` to export.',
+           "",
+           HEADER,
+           '"""',
+           "",
+           "from __future__ import annotations",
+           ""]
+    for module, names in modules.items():
+        out.append(f"from .{module} import {', '.join(sorted(names))}")
+    out += ["", "__all__ = ["]
+    out += [f'    "{k["python"]}",' for k in kinds if k["python"]]
+    return "\n".join(out + ["]"]) + "\n"
+
+
+# ---- docs/resources/pages.inc ------------------------------------------------------------------------
+
+def gen_resource_pages(kinds: list[dict[str, Any]]) -> str:
+    """The resource catalogue's toctree (docs/resources/index.rst includes it): each kind's page."""
+    out = [f".. {HEADER}", "", ".. toctree::", "   :maxdepth: 1", ""]
+    out += [f"   {k['page'].split('/', 1)[1]}" for k in kinds if (k["page"] or "").startswith("resources/")]
+    return "\n".join(out) + "\n"
+
+
+# ---- tests/capi/conformance/registry_factories.inc -------------------------------------------------
+
+def gen_registry_factories(kinds: list[dict[str, Any]]) -> str:
+    """The conformance entries the registry states, for the C suite (factories.cpp builds them from the spec)."""
+    out = [f"// {HEADER}",
+           "// {name, spec, needs a GPU, two instances take each other's frees, capacity}: built with",
+           "// tether_resource_create_from_spec (factories.cpp appends them to all_factories()).",
+           ""]
+    for k in kinds:
+        gpu = "true" if k["memory"] in GPU_MEMORY else "false"
+        for c in k.get("conformance", []):
+            twins = "true" if c.get("twins_share_frees") else "false"
+            out.append(f'{{"{c["name"]}", "{c["spec"]}", {gpu}, {twins}, {int(c.get("capacity", 0))}}},')
     return "\n".join(out) + "\n"
 
 
@@ -372,6 +438,9 @@ TARGETS = {
     "docs/resource_kinds.inc": gen_enum_docs,
     "rust/tether/src/kinds.rs": gen_rust,
     "docs/python_kinds.inc": gen_python_kind_docs,
+    "python/tether/_kind_classes.py": gen_kind_classes,
+    "docs/resources/pages.inc": gen_resource_pages,
+    "tests/capi/conformance/registry_factories.inc": gen_registry_factories,
 }
 
 

@@ -148,6 +148,15 @@ TETHER_API tether_status_t tether_managed_resource_create(int device, tether_res
   });
 }
 
+TETHER_API tether_status_t tether_system_resource_create(int device, tether_resource_t** out) {
+  return guard("tether_system_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    const int d = cuda_device(device);
+    *out = make_resource_handle(core::cuda::make_system_resource(d), nullptr, "device=" + std::to_string(d));
+  });
+}
+
 TETHER_API tether_status_t tether_pinned_host_resource_create(int device, tether_resource_t** out) {
   return guard("tether_pinned_host_resource_create", [&] {
     require_out(out);

@@ -284,6 +284,7 @@ ResourcePtr make_cuda_resource(int) { unsupported(); }
 ResourcePtr make_async_resource(int, const AsyncOptions&) { unsupported(); }
 ResourcePtr make_async_view_resource(int, void*) { unsupported(); }
 ResourcePtr make_managed_resource(int) { unsupported(); }
+ResourcePtr make_system_resource(int) { unsupported(); }
 ResourcePtr make_pinned_host_resource(int) { unsupported(); }
 PoolShare share_async_pool(const Resource&) { unsupported(); }
 void copy(void*, const void*, std::size_t, int, stream_t, bool) { unsupported(); }

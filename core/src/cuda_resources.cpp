@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -514,6 +515,37 @@ class PinnedHostResource final : public DriverResource {
   const char* free_call() const noexcept override { return "cuMemFreeHost"; }
 };
 
+// ---- system memory: malloc'd, used by a device with pageable memory access -------
+
+class SystemResource final : public DriverResource {
+ public:
+  explicit SystemResource(int device)
+      : DriverResource(Properties{TETHER_RESOURCE_KIND_SYSTEM, device, true, true}, device,
+                       shared_table(TETHER_RESOURCE_KIND_SYSTEM, device)) {}
+
+  const char* name() const noexcept override { return "system"; }
+
+  bool is_equal(const Resource& other) const noexcept override {
+    auto* o = dynamic_cast<const SystemResource*>(&other);
+    return o != nullptr && o->device_ == device_;
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t) override {
+    void* p = std::aligned_alloc(kNativeAlignment, (bytes + kNativeAlignment - 1) / kNativeAlignment * kNativeAlignment);
+    if (p == nullptr) throw OutOfMemory("system: malloc could not allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  // The C heap knows no streams: wait for the work on `stream` before the memory goes back.
+  CUresult raw_free(void* p, stream_t stream) override {
+    const CUresult r = driver().StreamSynchronize(as_stream(stream));
+    if (r != CUDA_SUCCESS && !is_shutdown_result(r)) return r;
+    std::free(p);
+    return CUDA_SUCCESS;
+  }
+  const char* free_call() const noexcept override { return "cuStreamSynchronize before free"; }
+};
+
 bool device_attribute(int device, CUdevice_attribute attribute, const char* what) {
   int value = 0;
   const CUresult r = driver().DeviceGetAttribute(&value, attribute, device_handle(device));
@@ -645,6 +677,15 @@ ResourcePtr make_managed_resource(int device) {
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   const std::size_t host_bytes = pages > 0 && page_size > 0 ? std::size_t(pages) * std::size_t(page_size) : 0;
   return std::make_shared<ManagedResource>(device, total_bytes + host_bytes);
+}
+
+ResourcePtr make_system_resource(int device) {
+  check_device(device);
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, "pageable memory access"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                "system resource: device " + std::to_string(device) +
+                    " cannot access pageable memory (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0: no HMM or ATS)");
+  return std::make_shared<SystemResource>(device);
 }
 
 ResourcePtr make_pinned_host_resource(int device) {

@@ -199,10 +199,15 @@ class PyPackage:
                 _KINDS_CONSTANTS[f"_kinds.{node.target.id}"] = ast.unparse(node.value)
 
     def _all(self, module: str) -> list[str]:
+        """A module's __all__: its literal, plus `__all__ += _other.__all__` (tether's _kind_classes)."""
+        names: list[str] = []
         for node in self.modules.get(module, ast.Module(body=[])).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-                return list(ast.literal_eval(node.value))
-        return []
+                names = list(ast.literal_eval(node.value))
+            elif (isinstance(node, ast.AugAssign) and getattr(node.target, "id", None) == "__all__"
+                  and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name)):
+                names += self._all(node.value.value.id)
+        return names
 
     def bases(self, cls: str) -> list[str]:
         node = self.classes.get(cls)

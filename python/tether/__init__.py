@@ -21,27 +21,23 @@ from ._convert import CURRENT_DEVICE, HOST, IPC_HANDLE_SIZE, parse_size
 from ._errors import (CudaError, InternalError, InvalidArgumentError, InvalidHandleError, LockedError,
                       NoDeviceError, NotSupportedError, OutOfMemoryError, PinnedError, ShuttingDownError,
                       TetherError, VersionMismatchError)
-from ._resources import (HostResource, PoolInfo, PoolResource, Resource, ResourceKind, Statistics,
-                         StatisticsAdaptor, UpstreamAdaptor)
-from ._cuda import (AsyncResource, AsyncViewResource, CudaResource, ManagedResource, PinnedHostResource,
-                    cuda_available, cuda_device_count, cuda_device_name, cuda_driver_version)
+from ._resources import PoolInfo, Resource, ResourceKind, Statistics, UpstreamAdaptor
+from ._cuda import cuda_available, cuda_device_count, cuda_device_name, cuda_driver_version
+# The class of every resource kind (written from the registry, capi/kinds.json).
+from ._kind_classes import *
+from . import _kind_classes
 from ._buffer import Buffer, import_ipc
 from ._spec import from_spec
-from ._limiting import LimitingAdaptor
-from ._tracking import TrackingAdaptor, TrackingRecord
-from ._aligned import AlignedAdaptor
-from ._prefetch import PrefetchAdaptor
-from ._arena import ArenaInfo, ArenaResource
-from ._binning import BinningInfo, BinningResource
-from ._fixed_size import FixedSizeInfo, FixedSizeResource
+from ._tracking import TrackingRecord
+from ._arena import ArenaInfo
+from ._binning import BinningInfo
+from ._fixed_size import FixedSizeInfo
 from ._current import (get_current_resource, is_current_resource_locked, lock_current_resource,
                        pop_current_resource, push_current_resource, set_current_resource,
                        set_current_resource_if_unset, using)
 from . import debug
 from . import statistics
-from ._callback import CallbackResource
-from ._logging import LOG_HEADER, LoggingAdaptor, LoggingInfo
-from ._failure_callback import FailureCallbackAdaptor
+from ._logging import LOG_HEADER, LoggingInfo
 from ._convert import CudaStreamProtocol, DeviceLike, HasCudaStream, Size, StreamLike
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,17 +78,15 @@ __all__ = [
     "TetherError", "OutOfMemoryError", "InvalidArgumentError", "PinnedError", "InvalidHandleError",
     "NotSupportedError", "NoDeviceError", "CudaError", "LockedError", "VersionMismatchError",
     "ShuttingDownError", "InternalError",
-    "Resource", "ResourceKind", "UpstreamAdaptor", "HostResource", "PoolResource", "StatisticsAdaptor",
-    "Statistics", "PoolInfo",
-    "CudaResource", "AsyncResource", "AsyncViewResource", "ManagedResource", "PinnedHostResource",
+    "Resource", "ResourceKind", "UpstreamAdaptor", "Statistics", "PoolInfo",
     "cuda_available", "cuda_device_count", "cuda_device_name", "cuda_driver_version",
     "Buffer", "from_spec", "import_ipc", "IPC_HANDLE_SIZE",
-    "ArenaResource", "ArenaInfo", "BinningResource", "BinningInfo", "FixedSizeResource", "FixedSizeInfo",
+    "ArenaInfo", "BinningInfo", "FixedSizeInfo",
     "get_current_resource", "set_current_resource", "set_current_resource_if_unset",
     "push_current_resource", "pop_current_resource", "using", "lock_current_resource",
     "is_current_resource_locked",
     "debug",
-    "LimitingAdaptor", "TrackingAdaptor", "TrackingRecord", "AlignedAdaptor", "PrefetchAdaptor",
-    "CallbackResource", "LoggingAdaptor", "LoggingInfo", "LOG_HEADER", "FailureCallbackAdaptor",
+    "TrackingRecord", "LoggingInfo", "LOG_HEADER",
     "Size", "StreamLike", "DeviceLike", "CudaStreamProtocol", "HasCudaStream",
 ]
+__all__ += _kind_classes.__all__  # HostResource, PoolResource, ...: one class per kind of the registry

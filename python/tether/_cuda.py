@@ -140,6 +140,18 @@ class AsyncViewResource(Resource):
         self._init_from(create(lib.tether_async_view_resource_create, _device(device), opts))
 
 
+@register(lib.TETHER_RESOURCE_KIND_SYSTEM)
+class SystemResource(Resource):
+    """Plain malloc'd (pageable) host memory handed to ``device`` (None: the current device), for a
+    device with pageable memory access (HMM or ATS; RMM's SystemMemoryResource). Raises
+    NotSupportedError on a device without ``CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS``."""
+
+    __slots__ = ()
+
+    def __init__(self, device: DeviceLike | None = None) -> None:
+        self._init_from(create(lib.tether_system_resource_create, _device(device)))
+
+
 @register(lib.TETHER_RESOURCE_KIND_MANAGED)
 class ManagedResource(Resource):
     """Managed (unified) memory from cuMemAllocManaged; host- and device-accessible."""

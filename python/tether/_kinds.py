@@ -102,7 +102,11 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind("async_view", 19, "AsyncViewResource", "device", True, False, "device", False, "tether_async_view_options_t", (
         Param("pool", "pointer", None, None, False, True),
     ), True),
+    Kind("system", 20, "SystemResource", "device", True, False, "pageable", False, None, (), True),
 )
+
+# The registry's memory values that only a CUDA device gives: such kinds need a GPU.
+GPU_MEMORY: Final = frozenset({'device', 'managed', 'pinned', 'managed_upstream', 'pageable'})
 
 # The constructors' defaults, one per parameter that has one.
 POOL_INITIAL_SIZE: Final = 0

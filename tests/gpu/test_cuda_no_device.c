@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,8 @@ static void test_constructors_report_the_reason(void) {
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_resource_create(0, &o, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_managed_resource_create(0, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_pinned_host_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_system_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_system_resource_create(0, NULL), "out");
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_view_resource_create(0, NULL, &r), g_reason);
   {
     tether_async_view_options_t v = TETHER_ASYNC_VIEW_OPTIONS_INIT;
@@ -110,6 +113,27 @@ static void test_async_view_options_need_no_device(void) {
   CHECK(r == NULL);
 }
 
+/* The conformance entries the registry states (capi/kinds.json): each of a CUDA kind reports the reason. */
+static const struct {
+  const char* name;
+  const char* spec;
+  bool gpu;
+  bool twins_share_frees;
+  size_t capacity;
+} kRegistryEntries[] = {
+#include "../capi/conformance/registry_factories.inc"
+};
+
+static void test_registry_specs_report_the_reason(void) {
+  size_t i;
+  for (i = 0; i < sizeof kRegistryEntries / sizeof kRegistryEntries[0]; ++i) {
+    tether_resource_t* r = NULL;
+    if (!kRegistryEntries[i].gpu) continue;
+    CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_resource_create_from_spec(kRegistryEntries[i].spec, &r), g_reason);
+    CHECK(r == NULL);
+  }
+}
+
 static void test_host_resources_keep_working(void) {
   tether_resource_t* host = NULL;
   tether_resource_t* pool = NULL;
@@ -154,6 +178,7 @@ int main(void) {
   RUN(test_device_slots_report_the_reason);
   RUN(test_async_options_need_no_device);
   RUN(test_async_view_options_need_no_device);
+  RUN(test_registry_specs_report_the_reason);
   RUN(test_host_resources_keep_working);
   return tt_finish("test_cuda_no_device");
 }

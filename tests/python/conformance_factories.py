@@ -23,6 +23,10 @@ Whether a configuration caches upstream memory (and so is trimmed before the las
 balance check) is not stated per entry: it follows from the kinds in its stack
 (``caches_upstream_memory``; a caching kind says ``"caches": true`` in capi/kinds.json).
 
+A configuration that is one spec can instead be stated in the registry, next to its kind:
+``"conformance": [{"name": ..., "spec": ..., "twins_share_frees": true}]`` in capi/kinds.json
+(REGISTRY_ENTRIES below builds it with ``tether.from_spec``; the C suite gets the same entries).
+
 Nothing else needs editing. gpu_support.resource_factories() (the GPU tests'
 list) is derived from the gpu entries here.
 """
@@ -30,7 +34,9 @@ list) is derived from the gpu entries here.
 from __future__ import annotations
 
 import ctypes
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import tether
@@ -142,10 +148,6 @@ FACTORIES: dict[str, Factory] = {
                              gpu=True, capacity=512 * MiB, twins_share_frees=True),
     "async_default_pool": Factory(lambda: tether.AsyncResource(0, use_default_pool=True), gpu=True,
                                   twins_share_frees=True),
-    # A view of the device's current pool (the default pool here): shares it, and its table, with
-    # async_default_pool.
-    "async_view": Factory(lambda: tether.AsyncViewResource(device=0), gpu=True, twins_share_frees=True),
-    "pool_async_view": Factory(lambda: pool(tether.AsyncViewResource(device=0)), gpu=True),
     "managed": Factory(lambda: tether.ManagedResource(0), gpu=True, twins_share_frees=True),
     "pinned_host": Factory(lambda: tether.PinnedHostResource(0), gpu=True, twins_share_frees=True),
     "pool_cuda": Factory(lambda: pool(tether.CudaResource(0)), gpu=True),
@@ -175,6 +177,30 @@ FACTORIES: dict[str, Factory] = {
     "pool_prefetch_managed": Factory(lambda: pool(over(tether.PrefetchAdaptor, tether.ManagedResource(0))),
                                      gpu=True),
 }
+
+
+@dataclass(frozen=True)
+class RegistrySpec:
+    """A conformance entry stated in the registry (a kind's "conformance" in capi/kinds.json)."""
+
+    name: str
+    spec: str
+    gpu: bool
+    capacity: int
+    twins_share_frees: bool
+
+
+def registry_specs() -> list[RegistrySpec]:
+    registry = json.loads((Path(__file__).resolve().parents[2] / "capi" / "kinds.json").read_text(encoding="utf-8"))
+    return [RegistrySpec(c["name"], c["spec"], k["memory"] in _kinds.GPU_MEMORY, c.get("capacity", 0),
+                         c.get("twins_share_frees", False))
+            for k in registry["kinds"] for c in k.get("conformance", [])]
+
+
+REGISTRY_ENTRIES = {e.name: Factory(lambda spec=e.spec: tether.from_spec(spec), gpu=e.gpu, capacity=e.capacity,
+                                    twins_share_frees=e.twins_share_frees) for e in registry_specs()}
+assert not REGISTRY_ENTRIES.keys() & FACTORIES.keys(), "a conformance entry is listed twice"
+FACTORIES.update(REGISTRY_ENTRIES)
 
 
 # ---- memory the host cannot touch: the CUDA driver (ctypes, device 0's primary context) --------

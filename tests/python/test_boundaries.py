@@ -68,7 +68,7 @@ ARGUMENTS = {
 }
 # The classes whose memory only a CUDA device gives (the registry's "memory", capi/kinds.json).
 NEEDS_GPU = {k.python for k in _kinds.KINDS
-             if k.python and k.memory in ("device", "managed", "pinned", "managed_upstream")}
+             if k.python and k.memory in _kinds.GPU_MEMORY}
 
 
 def _arguments(cls, tmp):

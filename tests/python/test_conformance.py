@@ -505,7 +505,7 @@ def test_buffers(subject: Subject) -> None:
 # Kinds that need a CUDA device (their entries are gpu=True; they cannot be built here).
 # Kinds whose memory only a CUDA device gives (the registry's "memory", capi/kinds.json).
 CUDA_ONLY_KINDS = {k.name.upper() for k in _kinds.KINDS
-                   if k.memory in ("device", "managed", "pinned", "managed_upstream")}
+                   if k.memory in _kinds.GPU_MEMORY}
 # Kinds that are no allocator (the registry's "allocator"): IPC is the mapping behind one imported
 # buffer (tether.import_ipc), whose only allocation is that mapping (tests/python/test_gpu_ipc.py covers it).
 NOT_ALLOCATOR_KINDS = {k.name.upper() for k in _kinds.KINDS if not k.allocator}

@@ -6,8 +6,18 @@ from __future__ import annotations
 import pytest
 
 import tether
+from conformance_factories import registry_specs
+
+REGISTRY_SPECS = [e for e in registry_specs() if e.gpu]
 
 pytestmark = pytest.mark.skipif(tether.cuda_available(), reason="a CUDA device is present")
+
+
+@pytest.mark.parametrize("spec", [f.spec for f in REGISTRY_SPECS], ids=[f.name for f in REGISTRY_SPECS])
+def test_every_cuda_spec_of_the_registry_reports_no_device(spec):
+    # Each conformance entry a CUDA kind states in capi/kinds.json: NoDeviceError with the reason.
+    with pytest.raises(tether.NoDeviceError):
+        tether.from_spec(spec)
 
 
 def test_cuda_available_is_false_not_raising():
@@ -23,6 +33,7 @@ def test_cuda_available_is_false_not_raising():
     lambda: tether.from_spec("async_view(device=0)"),
     tether.ManagedResource, lambda: tether.ManagedResource(0),
     tether.PinnedHostResource, lambda: tether.PinnedHostResource(0),
+    tether.SystemResource, lambda: tether.SystemResource(0),
     lambda: tether.Buffer(16),  # device=None: the current CUDA device
     lambda: tether.get_current_resource(),
     lambda: tether.get_current_resource(0),

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tether
+from conformance_factories import registry_specs
 
 MAX_DEPTH = 16  # resources nested in a spec (docs/specs.rst)
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -153,3 +154,13 @@ def test_every_stack_round_trips_or_says_it_cannot(logdir):
     check()
     assert max(depths) >= MAX_DEPTH - 4  # deep stacks were drawn (exactly 16 and 17: test_reliability.py)
     gc.collect()  # the examples' stacks (hypothesis keeps no reference to them)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry", [e for e in registry_specs() if e.gpu], ids=lambda e: e.name)
+def test_every_cuda_spec_of_the_registry_round_trips(entry):
+    # Each conformance entry a CUDA kind states in capi/kinds.json (GPU only: elsewhere
+    # test_cuda_absent.py checks they report NoDeviceError).
+    with tether.from_spec(entry.spec) as r, tether.from_spec(r.spec) as again:
+        assert again.spec == r.spec
+        assert _chain(again) == _chain(r)

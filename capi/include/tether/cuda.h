@@ -123,6 +123,15 @@ TETHER_API tether_status_t tether_async_resource_create(int device, const tether
 TETHER_API tether_status_t tether_async_view_resource_create(int device, const tether_async_view_options_t* options,
                                                              tether_resource_t** out);
 
+/**
+ * Plain malloc'd (pageable) host memory handed to `device`, for a device that can access
+ * pageable memory (HMM or ATS; RMM's system_memory_resource): host- and device-accessible.
+ * A free first waits for the work on its stream (cuStreamSynchronize), then calls free().
+ * Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a device whose
+ * CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0). Spec: system(device=N). out: +1.
+ */
+TETHER_API tether_status_t tether_system_resource_create(int device, tether_resource_t** out);
+
 /** Managed (unified) memory from cuMemAllocManaged, attached globally. out: +1. */
 TETHER_API tether_status_t tether_managed_resource_create(int device, tether_resource_t** out);
 

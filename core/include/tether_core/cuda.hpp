@@ -82,6 +82,9 @@ ResourcePtr make_async_resource(int device, const AsyncOptions& options);
 // never destroys it. Kind TETHER_RESOURCE_KIND_ASYNC_VIEW, name "async_view".
 ResourcePtr make_async_view_resource(int device, void* pool);
 ResourcePtr make_managed_resource(int device);
+// malloc'd (pageable) memory for a device with pageable memory access (HMM/ATS); NOT_SUPPORTED
+// naming CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS elsewhere. Kind TETHER_RESOURCE_KIND_SYSTEM.
+ResourcePtr make_system_resource(int device);
 ResourcePtr make_pinned_host_resource(int device);
 
 // For IPC (core/src/ipc.cpp): the CUDA memory pool behind an async or async_view

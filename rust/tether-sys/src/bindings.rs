@@ -109,6 +109,7 @@ pub const TETHER_RESOURCE_KIND_PREFETCH: tether_resource_kind = 16;
 pub const TETHER_RESOURCE_KIND_CALLBACK: tether_resource_kind = 17;
 pub const TETHER_RESOURCE_KIND_IPC: tether_resource_kind = 18;
 pub const TETHER_RESOURCE_KIND_ASYNC_VIEW: tether_resource_kind = 19;
+pub const TETHER_RESOURCE_KIND_SYSTEM: tether_resource_kind = 20;
 #[doc = " What a resource is. Values are stable."]
 pub type tether_resource_kind = ::std::os::raw::c_uint;
 #[doc = " What a resource is. Values are stable."]
@@ -1499,6 +1500,17 @@ extern "C" {
     pub fn tether_async_view_resource_create(
         device: ::std::os::raw::c_int,
         options: *const tether_async_view_options_t,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Plain malloc'd (pageable) host memory handed to `device`, for a device that can access"]
+    #[doc = " pageable memory (HMM or ATS; RMM's system_memory_resource): host- and device-accessible."]
+    #[doc = " A free first waits for the work on its stream (cuStreamSynchronize), then calls free()."]
+    #[doc = " Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a device whose"]
+    #[doc = " CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0). Spec: system(device=N). out: +1."]
+    pub fn tether_system_resource_create(
+        device: ::std::os::raw::c_int,
         out: *mut *mut tether_resource_t,
     ) -> tether_status_t;
 }

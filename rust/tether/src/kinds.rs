@@ -46,6 +46,8 @@ pub enum ResourceKind {
     Ipc,
     /// Stream-ordered, from a CUDA memory pool it does not own: `"async_view"`, kind 19.
     AsyncView,
+    /// Malloc'd (pageable) host memory a device with pageable memory access uses: `"system"`, kind 20.
+    System,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -72,6 +74,7 @@ impl ResourceKind {
         ResourceKind::Callback,
         ResourceKind::Ipc,
         ResourceKind::AsyncView,
+        ResourceKind::System,
     ];
 
     /// The kind of a C `tether_resource_kind_t` value.
@@ -96,6 +99,7 @@ impl ResourceKind {
             sys::TETHER_RESOURCE_KIND_CALLBACK => ResourceKind::Callback,
             sys::TETHER_RESOURCE_KIND_IPC => ResourceKind::Ipc,
             sys::TETHER_RESOURCE_KIND_ASYNC_VIEW => ResourceKind::AsyncView,
+            sys::TETHER_RESOURCE_KIND_SYSTEM => ResourceKind::System,
             other => ResourceKind::Other(other),
         }
     }
@@ -122,6 +126,7 @@ impl ResourceKind {
             ResourceKind::Callback => sys::TETHER_RESOURCE_KIND_CALLBACK,
             ResourceKind::Ipc => sys::TETHER_RESOURCE_KIND_IPC,
             ResourceKind::AsyncView => sys::TETHER_RESOURCE_KIND_ASYNC_VIEW,
+            ResourceKind::System => sys::TETHER_RESOURCE_KIND_SYSTEM,
             ResourceKind::Other(raw) => raw,
         }
     }
@@ -149,6 +154,7 @@ impl ResourceKind {
             ResourceKind::Callback => Some("callback"),
             ResourceKind::Ipc => Some("ipc"),
             ResourceKind::AsyncView => Some("async_view"),
+            ResourceKind::System => Some("system"),
             ResourceKind::Other(_) => None,
         }
     }

@@ -99,7 +99,6 @@ Handle statistics(Handle upstream);
 Handle cuda(int device = 0);
 Handle async(int device = 0, bool use_default_pool = false, std::size_t initial_pool_size = 0,
              std::size_t maximum_pool_size = 0);
-Handle async_view(int device = 0);
 Handle managed(int device = 0);
 Handle pinned_host(int device = 0);
 

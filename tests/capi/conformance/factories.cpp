@@ -24,6 +24,10 @@
 //             (caches_upstream_memory(): a caching kind says "caches": true in capi/kinds.json).
 //   max_request  (optional) the largest single request it serves (a fixed-size block), else 0.
 //
+// A configuration that is one spec can instead be stated in the registry, next to its kind:
+// "conformance": [{"name": ..., "spec": ..., "twins_share_frees": true}] in capi/kinds.json
+// (ci/gen_kinds.py writes registry_factories.inc; with_registry_entries() builds them from the spec).
+//
 // Entries in the Host group run in every CI job (Release, ASan+UBSan, TSan); entries in
 // the Gpu group run on a GPU machine (ci/gpu.sh). Nothing else needs editing: not
 // CMake, not the checks.
@@ -73,11 +77,6 @@ Handle async(int device, bool use_default_pool, std::size_t initial_pool_size, s
   o.initial_pool_size = initial_pool_size;
   o.maximum_pool_size = maximum_pool_size;
   return create("async", [&](tether_resource_t** out) { return tether_async_resource_create(device, &o, out); });
-}
-
-Handle async_view(int device) {  // the device's current pool (tether_async_view_options_t.pool = NULL)
-  return create("async_view",
-                [&](tether_resource_t** out) { return tether_async_view_resource_create(device, nullptr, out); });
 }
 
 Handle managed(int device) {
@@ -171,8 +170,35 @@ Handle failure_callback_never_retrying(Handle upstream) {
   });
 }
 
+// The entries the registry states (a kind's "conformance" in capi/kinds.json), each built from its spec.
+struct RegistryEntry {
+  const char* name;
+  const char* spec;
+  bool gpu;
+  bool twins_share_frees;
+  std::size_t capacity;
+};
+const RegistryEntry kRegistryEntries[] = {
+#include "registry_factories.inc"
+};
+
+Handle from_spec(const char* spec) {
+  return create(spec, [&](tether_resource_t** out) { return tether_resource_create_from_spec(spec, out); });
+}
+
+std::vector<Factory> with_registry_entries(std::vector<Factory> list) {
+  for (const RegistryEntry& e : kRegistryEntries) {
+    for (const Factory& f : list)
+      if (f.name == e.name) throw std::logic_error(std::string("conformance entry ") + e.name + " is listed twice");
+    const char* spec = e.spec;
+    list.push_back(Factory{e.name, [spec] { return from_spec(spec); }, e.gpu ? Needs::gpu : Needs::host, e.capacity,
+                           e.twins_share_frees ? kTwinsShareFrees : kNoTraits});
+  }
+  return list;
+}
+
 const std::vector<Factory>& all_factories() {
-  static const std::vector<Factory> list = {
+  static const std::vector<Factory> list = with_registry_entries({
       // ---- host ---------------------------------------------------------------------------
       {"host", [] { return host(); }, Needs::host},
       {"pool_host", [] { return pool(host()); }, Needs::host},
@@ -228,8 +254,6 @@ const std::vector<Factory>& all_factories() {
       {"async_owned_bounded", [] { return async(0, false, 32 * MiB, 512 * MiB); }, Needs::gpu, 512 * MiB,
        kTwinsShareFrees},
       {"async_default_pool", [] { return async(0, true); }, Needs::gpu, 0, kTwinsShareFrees},
-      {"async_view", [] { return async_view(0); }, Needs::gpu, 0, kTwinsShareFrees},
-      {"pool_async_view", [] { return pool(async_view(0)); }, Needs::gpu},
       {"managed", [] { return managed(); }, Needs::gpu, 0, kTwinsShareFrees},
       {"pinned_host", [] { return pinned_host(); }, Needs::gpu, 0, kTwinsShareFrees},
       {"pool_cuda", [] { return pool(cuda()); }, Needs::gpu},
@@ -258,7 +282,7 @@ const std::vector<Factory>& all_factories() {
       {"prefetch_managed", [] { return prefetch(managed()); }, Needs::gpu},
       {"pool_prefetch_managed", [] { return pool(prefetch(managed())); }, Needs::gpu},
       {"prefetch_pool_managed", [] { return prefetch(pool(managed())); }, Needs::gpu},
-  };
+  });
   return list;
 }
 

@@ -55,6 +55,12 @@ inline resource async_view_resource(int device = 0, void* pool = nullptr) {
       [&](tether_resource_t** out) { return tether_async_view_resource_create(device, &o, out); });
 }
 
+/// malloc'd (pageable) memory for a device with pageable memory access (tether_system_resource_create).
+/// Throws no_device_error without a GPU.
+inline resource system_resource(int device = 0) {
+  return detail::make_resource([&](tether_resource_t** out) { return tether_system_resource_create(device, out); });
+}
+
 /// Managed (unified) memory (cuMemAllocManaged). Throws no_device_error without a GPU.
 inline resource managed_resource(int device = 0) {
   return detail::make_resource(

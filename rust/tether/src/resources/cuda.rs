@@ -34,6 +34,15 @@ impl Resource {
         Resource::created(status, out)
     }
 
+    /// malloc'd (pageable) memory for a device with pageable memory access
+    /// (`tether_system_resource_create`); `NotSupported` on a device without it.
+    pub fn system(device: i32) -> Result<Resource> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let status = unsafe { sys::tether_system_resource_create(device, &mut out) };
+        Resource::created(status, out)
+    }
+
     /// Managed (unified) memory from `cuMemAllocManaged` (`tether_managed_resource_create`).
     pub fn managed(device: i32) -> Result<Resource> {
         let mut out = ptr::null_mut();
