@@ -110,7 +110,8 @@ got=$(found_by TETHER_LIB_DIR="$TETHER_LIB_DIR" PKG_CONFIG_PATH="$disc/pc" TETHE
 [ "$got" = "TETHER_LIB_DIR" ] || { echo "rust: expected TETHER_LIB_DIR to win, got '$got'" >&2; exit 1; }
 got=$(found_by -u TETHER_LIB_DIR PKG_CONFIG_PATH="$disc/pc" TETHER_PYTHON="$py")
 [ "$got" = "pkg-config" ] || { echo "rust: expected pkg-config second, got '$got'" >&2; exit 1; }
-if "$py" -c "import tether" >/dev/null 2>&1; then
+# (from the root: in rust/ the crate folder tether/ imports as a namespace package)
+if (cd "$root" && "$py" -c "import tether; tether.get_library()") >/dev/null 2>&1; then
   got=$(found_by -u TETHER_LIB_DIR PKG_CONFIG=false TETHER_PYTHON="$py")
   [ "$got" = "python tether.get_library()" ] || { echo "rust: expected the Python package third, got '$got'" >&2; exit 1; }
 fi

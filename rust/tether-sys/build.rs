@@ -116,6 +116,11 @@ fn main() {
         "TETHER_PYTHON",
         "PKG_CONFIG_PATH",
         "PKG_CONFIG",
+        // The Python fallback asks `python3 -c "import tether"`: where it
+        // imports from follows these too.
+        "PYTHONPATH",
+        "PATH",
+        "VIRTUAL_ENV",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
