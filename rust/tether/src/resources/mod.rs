@@ -3,7 +3,7 @@
 //! Each type is one small piece: an associated function on [`Resource`] named
 //! after the C create call, and for types with an options struct a builder
 //! whose setters carry the C field names (which Python's keywords share).
-//! Adding a type is adding one file here:
+//! Adding a type is adding one file here, as `limiting.rs` is:
 //!
 //! ```text
 //! pub struct LimitingBuilder<'a> { upstream: &'a Resource, options: sys::tether_limiting_options_t }
@@ -12,7 +12,9 @@
 //!                            pub fn build(self) -> Result<Resource> { .. } }
 //! ```
 //!
-//! and one line in [`crate::ResourceKind`].
+//! and its entry in `capi/kinds.json` (the registry of kinds), from which
+//! `ci/gen_kinds.py` generates [`crate::ResourceKind`]'s variant; see "Adding a
+//! resource" in the design docs.
 //!
 //! Functions handed to C (closures, trait objects) are `Send + Sync + 'static`,
 //! boxed, owned by the C resource (freed by its destroy callback) and never
