@@ -30,8 +30,8 @@ A configuration that is one spec can instead be stated in the registry, next to 
 Nothing else needs editing. gpu_support.resource_factories() (the GPU tests'
 list) is derived from the gpu entries here.
 
-A GPU entry whose creation raises NotSupportedError (e.g. a GPU without pageable memory
-access for ``system``) is skipped with
+A GPU entry whose creation raises NotSupportedError (a GPU without pageable memory
+access for ``system``, a driver before CUDA 13 for ``managed_async``) is skipped with
 the message as the reason, not failed: build entries with ``make_or_skip``.
 """
 

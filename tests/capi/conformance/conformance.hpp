@@ -88,8 +88,8 @@ struct Factory {
 const std::vector<Factory>& all_factories();
 
 // What create() throws when the call returns TETHER_ERROR_NOT_SUPPORTED: this
-// machine lacks what the configuration needs (e.g. a GPU without pageable
-// memory access for system). A GPU entry
+// machine lacks what the configuration needs (a GPU without pageable memory
+// access for system, a driver before CUDA 13 for managed_async). A GPU entry
 // is then skipped with the message as the reason, not failed.
 struct NotSupported : std::runtime_error {
   using std::runtime_error::runtime_error;
