@@ -10,6 +10,7 @@ namespace {
 
 const tether_async_options_t kAsyncDefaults = TETHER_ASYNC_OPTIONS_INIT;
 const tether_async_view_options_t kAsyncViewDefaults = TETHER_ASYNC_VIEW_OPTIONS_INIT;
+const tether_sam_headroom_options_t kSamHeadroomDefaults = TETHER_SAM_HEADROOM_OPTIONS_INIT;
 
 // A device argument of a CUDA resource: an id or TETHER_DEVICE_CURRENT.
 // With no driver every id (even a bad one) reports NO_DEVICE, so a caller
@@ -39,6 +40,12 @@ TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* opt
 TETHER_API tether_status_t tether_async_view_options_init(tether_async_view_options_t* options, size_t struct_size) {
   return guard("tether_async_view_options_init",
                [&] { init_options(options, struct_size, kAsyncViewDefaults, "options"); });
+}
+
+TETHER_API tether_status_t tether_sam_headroom_options_init(tether_sam_headroom_options_t* options,
+                                                            size_t struct_size) {
+  return guard("tether_sam_headroom_options_init",
+               [&] { init_options(options, struct_size, kSamHeadroomDefaults, "options"); });
 }
 
 TETHER_API tether_status_t tether_cuda_get_device_count(int* out) {
@@ -154,6 +161,29 @@ TETHER_API tether_status_t tether_system_resource_create(int device, tether_reso
     *out = nullptr;
     const int d = cuda_device(device);
     *out = make_resource_handle(core::cuda::make_system_resource(d), nullptr, "device=" + std::to_string(d));
+  });
+}
+
+TETHER_API tether_status_t tether_managed_async_resource_create(int device, tether_resource_t** out) {
+  return guard("tether_managed_async_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    const int d = cuda_device(device);
+    *out = make_resource_handle(core::cuda::make_managed_async_resource(d), nullptr, "device=" + std::to_string(d));
+  });
+}
+
+TETHER_API tether_status_t tether_sam_headroom_resource_create(int device, const tether_sam_headroom_options_t* options,
+                                                               tether_resource_t** out) {
+  return guard("tether_sam_headroom_resource_create", [&] {
+    require_out(out);
+    *out = nullptr;
+    const tether_sam_headroom_options_t o = read_options(options, kSamHeadroomDefaults, "options");
+    const int d = cuda_device(device);
+    std::string args = "device=" + std::to_string(d);
+    const std::string opts = spec::format_options("sam_headroom", &o, nullptr);
+    if (!opts.empty()) args += ", " + opts;
+    *out = make_resource_handle(core::cuda::make_sam_headroom_resource(d, o.headroom), nullptr, std::move(args));
   });
 }
 

@@ -34,12 +34,13 @@ struct Loaded {
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-// Resolve `name` at the 12.0 ABI into `fn`; false if the driver lacks it.
+// Resolve `name` at the `abi` version's ABI (default: 12.0) into `fn`; false if the driver
+// lacks it (a driver older than `abi` answers CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 template <class F>
-bool resolve(GetProcAddress gpa, const char* name, F& fn) {
+bool resolve(GetProcAddress gpa, const char* name, F& fn, int abi = kMinimumDriverVersion) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  const CUresult r = gpa(name, &p, kMinimumDriverVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+  const CUresult r = gpa(name, &p, abi, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
   if (r != CUDA_SUCCESS || p == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) return false;
   fn = reinterpret_cast<F>(p);
   return true;
@@ -55,11 +56,15 @@ bool resolve_all(GetProcAddress gpa, Driver& d, std::string& why) {
   }
 #define TETHER_RESOLVE_TEST(name, params) \
   if (!resolve(gpa, "cu" #name, d.name)) d.name = nullptr;
+#define TETHER_RESOLVE_AT(name, abi, params) \
+  if (!resolve(gpa, "cu" #name, d.name, abi)) d.name = nullptr;
   TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_RESOLVE_LIBRARY)
   TETHER_CUDA_OPTIONAL_ENTRY_POINTS(TETHER_RESOLVE_TEST)
+  TETHER_CUDA_NEWER_ENTRY_POINTS(TETHER_RESOLVE_AT)
   TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_RESOLVE_TEST)
 #undef TETHER_RESOLVE_LIBRARY
 #undef TETHER_RESOLVE_TEST
+#undef TETHER_RESOLVE_AT
   return true;
 }
 
@@ -285,6 +290,8 @@ ResourcePtr make_async_resource(int, const AsyncOptions&) { unsupported(); }
 ResourcePtr make_async_view_resource(int, void*) { unsupported(); }
 ResourcePtr make_managed_resource(int) { unsupported(); }
 ResourcePtr make_system_resource(int) { unsupported(); }
+ResourcePtr make_managed_async_resource(int) { unsupported(); }
+ResourcePtr make_sam_headroom_resource(int, std::size_t) { unsupported(); }
 ResourcePtr make_pinned_host_resource(int) { unsupported(); }
 PoolShare share_async_pool(const Resource&) { unsupported(); }
 void copy(void*, const void*, std::size_t, int, stream_t, bool) { unsupported(); }

@@ -99,7 +99,16 @@ inline constexpr int kMinimumDriverVersion = 12000;
   X(MemPoolImportFromShareableHandle, (CUmemoryPool*, void*, CUmemAllocationHandleType, unsigned long long)) \
   X(MemPoolExportPointer, (CUmemPoolPtrExportData*, CUdeviceptr))             \
   X(MemPoolImportPointer, (CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*)) \
-  X(MemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc*, std::size_t))
+  X(MemPoolSetAccess, (CUmemoryPool, const CUmemAccessDesc*, std::size_t))   \
+  X(MemAdvise, (CUdeviceptr, std::size_t, CUmem_advise, CUdevice))
+
+// TETHER_CUDA_NEWER_ENTRY_POINTS: optional entry points that only newer drivers have,
+// X(Name, abi, (parameter types)), each resolved at the ABI of the CUDA version that
+// introduced it (`abi`, e.g. 13000) instead of 12.0 - cuGetProcAddress refuses a function
+// asked for at an older version than its own. nullptr on an older driver: the feature that
+// needs it reports NOT_SUPPORTED naming the function and the version (newer_entry_point()).
+#define TETHER_CUDA_NEWER_ENTRY_POINTS(X)                                     \
+  X(MemGetDefaultMemPool, 13000, (CUmemoryPool*, CUmemLocation*, CUmemAllocationType))
 
 #define TETHER_CUDA_TEST_ENTRY_POINTS(X)                                      \
   X(MemsetD8Async, (CUdeviceptr, unsigned char, std::size_t, CUstream))       \
@@ -115,10 +124,13 @@ struct Driver {
   int device_count = 0;  // > 0 once loaded
 
 #define TETHER_CUDA_DRIVER_FIELD(name, params) CUresult(*name) params = nullptr;
+#define TETHER_CUDA_DRIVER_FIELD_AT(name, abi, params) CUresult(*name) params = nullptr;
   TETHER_CUDA_LIBRARY_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
   TETHER_CUDA_OPTIONAL_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
+  TETHER_CUDA_NEWER_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD_AT)
   TETHER_CUDA_TEST_ENTRY_POINTS(TETHER_CUDA_DRIVER_FIELD)
 #undef TETHER_CUDA_DRIVER_FIELD
+#undef TETHER_CUDA_DRIVER_FIELD_AT
 };
 
 // cuGetProcAddress_v2 (CUDA 12.0+).
@@ -134,6 +146,20 @@ template <class F>
 F test_entry_point(F fn, const char* name) {
   if (fn == nullptr)
     throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string("the CUDA driver does not provide ") + name);
+  return fn;
+}
+
+// An optional or newer entry point the library needs for `feature`, or
+// Error(NOT_SUPPORTED) naming the function and the driver version it needs
+// ("managed_async resource: the CUDA driver (12.8) does not provide cuMemGetDefaultMemPool,
+// which needs a CUDA 13.0 driver").
+template <class F>
+F newer_entry_point(F fn, const char* feature, const char* name, int needed, int have) {
+  if (fn == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                std::string(feature) + ": the CUDA driver (" + std::to_string(have / 1000) + "." +
+                    std::to_string((have % 1000) / 10) + ") does not provide " + name + ", which needs a CUDA " +
+                    std::to_string(needed / 1000) + "." + std::to_string((needed % 1000) / 10) + " driver");
   return fn;
 }
 

@@ -352,12 +352,16 @@ class AsyncResource final : public DriverResource {
   // Resources on a pool they do not own (the device's default pool, a view of
   // another library's pool) share one table per device, so memory may be freed
   // through any of them on the same pool; an owned pool has its own.
-  // `kind`: ASYNC, or ASYNC_VIEW for a view of a pool given by its owner.
+  // `kind`: ASYNC, ASYNC_VIEW for a view of a pool given by its owner, or MANAGED_ASYNC
+  // for the device's default managed pool (managed memory: host-accessible too, and a
+  // table of its own, as its pool is not the device-memory pools').
   // `ipc_handle_type`: the pool's TETHER_IPC_HANDLE_* (unknown, -1, for a view).
   AsyncResource(int device, CUmemoryPool pool, bool owned, std::size_t maximum,
                 tether_resource_kind_t kind = TETHER_RESOURCE_KIND_ASYNC, int ipc_handle_type = TETHER_IPC_HANDLE_NONE)
-      : DriverResource(Properties{kind, device, true, false}, device,
-                       owned ? std::make_shared<AllocationTable>() : shared_table(TETHER_RESOURCE_KIND_ASYNC, device)),
+      : DriverResource(Properties{kind, device, true, kind == TETHER_RESOURCE_KIND_MANAGED_ASYNC}, device,
+                       owned ? std::make_shared<AllocationTable>()
+                             : shared_table(kind == TETHER_RESOURCE_KIND_MANAGED_ASYNC ? kind : TETHER_RESOURCE_KIND_ASYNC,
+                                            device)),
         pool_(pool),
         owned_(owned),
         maximum_(maximum),
@@ -378,7 +382,11 @@ class AsyncResource final : public DriverResource {
   }
 
   const char* name() const noexcept override {
-    return properties().kind == TETHER_RESOURCE_KIND_ASYNC_VIEW ? "async_view" : "async";
+    switch (properties().kind) {
+      case TETHER_RESOURCE_KIND_ASYNC_VIEW: return "async_view";
+      case TETHER_RESOURCE_KIND_MANAGED_ASYNC: return "managed_async";
+      default: return "async";
+    }
   }
 
   // Memory may be freed into any resource that allocates from the same pool.
@@ -397,7 +405,7 @@ class AsyncResource final : public DriverResource {
   PoolShare share() const {
     std::lock_guard<std::mutex> lock(share_mutex_);
     if (share_.fd >= 0) return share_;
-    const char* what = properties().kind == TETHER_RESOURCE_KIND_ASYNC_VIEW ? "async_view" : "async";
+    const char* what = name();
     if (ipc_handle_type_ == TETHER_IPC_HANDLE_NONE)
       throw Error(TETHER_ERROR_NOT_SUPPORTED,
                   std::string("memory of an ") + what +
@@ -517,17 +525,17 @@ class PinnedHostResource final : public DriverResource {
 
 // ---- system memory: malloc'd, used by a device with pageable memory access -------
 
-class SystemResource final : public DriverResource {
+// Also the base of SamHeadroomResource (`kind` SAM_HEADROOM): the same memory and frees.
+class SystemResource : public DriverResource {
  public:
-  explicit SystemResource(int device)
-      : DriverResource(Properties{TETHER_RESOURCE_KIND_SYSTEM, device, true, true}, device,
-                       shared_table(TETHER_RESOURCE_KIND_SYSTEM, device)) {}
+  explicit SystemResource(int device, tether_resource_kind_t kind = TETHER_RESOURCE_KIND_SYSTEM)
+      : DriverResource(Properties{kind, device, true, true}, device, shared_table(kind, device)) {}
 
   const char* name() const noexcept override { return "system"; }
 
   bool is_equal(const Resource& other) const noexcept override {
     auto* o = dynamic_cast<const SystemResource*>(&other);
-    return o != nullptr && o->device_ == device_;
+    return o != nullptr && o->properties().kind == properties().kind && o->device_ == device_;
   }
 
  protected:
@@ -544,6 +552,53 @@ class SystemResource final : public DriverResource {
     return CUDA_SUCCESS;
   }
   const char* free_call() const noexcept override { return "cuStreamSynchronize before free"; }
+};
+
+// ---- system memory placed with a headroom (RMM's sam_headroom_memory_resource) -----
+
+// The system resource's memory; at each allocation the part that the device's free memory
+// less the headroom covers (rounded down to kNativeAlignment) is advised to prefer the
+// device, the rest to prefer the host (cuMemAdvise, CU_MEM_ADVISE_SET_PREFERRED_LOCATION).
+class SamHeadroomResource final : public SystemResource {
+ public:
+  SamHeadroomResource(int device, std::size_t headroom)
+      : SystemResource(device, TETHER_RESOURCE_KIND_SAM_HEADROOM), headroom_(headroom) {}
+
+  const char* name() const noexcept override { return "sam_headroom"; }
+
+  bool is_equal(const Resource& other) const noexcept override {
+    auto* o = dynamic_cast<const SamHeadroomResource*>(&other);
+    return SystemResource::is_equal(other) && o != nullptr && o->headroom_ == headroom_;
+  }
+
+ protected:
+  void* raw_allocate(std::size_t bytes, stream_t stream) override {
+    void* p = SystemResource::raw_allocate(bytes, stream);
+    const Driver& d = driver();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    CUresult r = d.MemGetInfo(&free_bytes, &total_bytes);
+    const std::size_t device_part = r != CUDA_SUCCESS ? 0 : device_share(free_bytes, bytes);
+    if (r == CUDA_SUCCESS && device_part != 0)
+      r = d.MemAdvise(as_dptr(p), device_part, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, device_handle(device_));
+    if (r == CUDA_SUCCESS && device_part < bytes)
+      r = d.MemAdvise(as_dptr(static_cast<char*>(p) + device_part), bytes - device_part,
+                      CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_DEVICE_CPU);
+    if (r != CUDA_SUCCESS) {
+      std::free(p);  // nothing was enqueued on it
+      throw_alloc_failure(r, "cuMemGetInfo or cuMemAdvise", bytes);
+    }
+    return p;
+  }
+
+ private:
+  // The bytes of a `bytes` allocation that may prefer the device: what the free memory
+  // above the headroom covers, rounded down to kNativeAlignment.
+  std::size_t device_share(std::size_t free_bytes, std::size_t bytes) const noexcept {
+    const std::size_t room = free_bytes > headroom_ ? free_bytes - headroom_ : 0;
+    return (room < bytes ? room : bytes) / kNativeAlignment * kNativeAlignment;
+  }
+
+  const std::size_t headroom_;
 };
 
 bool device_attribute(int device, CUdevice_attribute attribute, const char* what) {
@@ -686,6 +741,46 @@ ResourcePtr make_system_resource(int device) {
                 "system resource: device " + std::to_string(device) +
                     " cannot access pageable memory (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0: no HMM or ATS)");
   return std::make_shared<SystemResource>(device);
+}
+
+ResourcePtr make_sam_headroom_resource(int device, std::size_t headroom) {
+  check_device(device);
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, "pageable memory access"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                "sam_headroom resource: device " + std::to_string(device) +
+                    " cannot access pageable memory (CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0: no HMM or ATS)");
+  if (driver().MemAdvise == nullptr)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, "sam_headroom resource: the CUDA driver does not provide cuMemAdvise");
+  return std::make_shared<SamHeadroomResource>(device, headroom);
+}
+
+ResourcePtr make_managed_async_resource(int device) {
+  check_device(device);
+  const Driver& d = driver();
+  const char* what = "managed_async resource";
+  auto get_default_pool =
+      newer_entry_point(d.MemGetDefaultMemPool, what, "cuMemGetDefaultMemPool", 13000, d.version);
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, "memory pools"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string(what) + ": device " + std::to_string(device) +
+                                                " does not support CUDA memory pools "
+                                                "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)");
+  if (!device_attribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, "concurrent managed access"))
+    throw Error(TETHER_ERROR_NOT_SUPPORTED,
+                std::string(what) + ": device " + std::to_string(device) +
+                    " cannot access managed memory concurrently with the host "
+                    "(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS is 0), which managed memory pools need");
+  ScopedContext ctx(device);
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = device;
+  CUmemoryPool pool = nullptr;
+  const CUresult r = get_default_pool(&pool, &location, CU_MEM_ALLOCATION_TYPE_MANAGED);
+  if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE)
+    throw Error(TETHER_ERROR_NOT_SUPPORTED, std::string(what) + ": the CUDA driver has no managed memory pool for device " +
+                                                std::to_string(device) + " (cuMemGetDefaultMemPool: " + result_text(r) + ")");
+  check(r, "cuMemGetDefaultMemPool", device);
+  return std::make_shared<AsyncResource>(device, pool, false, 0, TETHER_RESOURCE_KIND_MANAGED_ASYNC,
+                                         TETHER_IPC_HANDLE_NONE);
 }
 
 ResourcePtr make_pinned_host_resource(int device) {

@@ -152,6 +152,38 @@ class SystemResource(Resource):
         self._init_from(create(lib.tether_system_resource_create, _device(device)))
 
 
+@register(lib.TETHER_RESOURCE_KIND_MANAGED_ASYNC)
+class ManagedAsyncResource(Resource):
+    """Stream-ordered managed (unified) memory from the default managed memory pool of
+    ``device`` (None: the current device), as RMM's CudaAsyncManagedMemoryResource:
+    cuMemGetDefaultMemPool (CU_MEM_ALLOCATION_TYPE_MANAGED), cuMemAllocFromPoolAsync and
+    cuMemFreeAsync; host- and device-accessible. Raises NotSupportedError with a driver older
+    than CUDA 13.0 (no cuMemGetDefaultMemPool) or on a device without memory pools or
+    ``CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS``."""
+
+    __slots__ = ()
+
+    def __init__(self, device: DeviceLike | None = None) -> None:
+        self._init_from(create(lib.tether_managed_async_resource_create, _device(device)))
+
+
+@register(lib.TETHER_RESOURCE_KIND_SAM_HEADROOM)
+class SamHeadroomResource(Resource):
+    """SystemResource's malloc'd memory, each allocation advised to prefer ``device`` (None: the
+    current device) only as far as the device's free memory above ``headroom`` (an int or a size
+    such as ``"1 GiB"``) covers it, the rest to prefer the host (RMM's SamHeadroomMemoryResource).
+    Raises NotSupportedError on a device without ``CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS``."""
+
+    __slots__ = ()
+
+    def __init__(self, headroom: Size, device: DeviceLike | None = None) -> None:
+        if headroom is None:
+            raise TypeError("SamHeadroomResource() needs headroom= (bytes of device memory to keep free)")
+        opts = new_options("tether_sam_headroom_options_t", lib.tether_sam_headroom_options_init,
+                           headroom=headroom)
+        self._init_from(create(lib.tether_sam_headroom_resource_create, _device(device), opts))
+
+
 @register(lib.TETHER_RESOURCE_KIND_MANAGED)
 class ManagedResource(Resource):
     """Managed (unified) memory from cuMemAllocManaged; host- and device-accessible."""

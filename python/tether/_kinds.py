@@ -103,6 +103,10 @@ KINDS: Final[tuple[Kind, ...]] = (
         Param("pool", "pointer", None, None, False, True),
     ), True),
     Kind("system", 20, "SystemResource", "device", True, False, "pageable", False, None, (), True),
+    Kind("managed_async", 21, "ManagedAsyncResource", "device", True, False, "managed", False, None, (), True),
+    Kind("sam_headroom", 22, "SamHeadroomResource", "device", True, False, "pageable", False, "tether_sam_headroom_options_t", (
+        Param("headroom", "size", 0, None, True, True),
+    ), True),
 )
 
 # The registry's memory values that only a CUDA device gives: such kinds need a GPU.
@@ -131,3 +135,4 @@ ALIGNED_THRESHOLD: Final = 0
 CALLBACK_DEVICE: Final = -1
 CALLBACK_DEVICE_ACCESSIBLE: Final = False
 CALLBACK_HOST_ACCESSIBLE: Final = True
+SAM_HEADROOM_HEADROOM: Final = 0

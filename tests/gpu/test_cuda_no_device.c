@@ -64,6 +64,16 @@ static void test_constructors_report_the_reason(void) {
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_pinned_host_resource_create(0, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_system_resource_create(0, &r), g_reason);
   CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_system_resource_create(0, NULL), "out");
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_managed_async_resource_create(0, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_managed_async_resource_create(TETHER_DEVICE_CURRENT, &r), g_reason);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_managed_async_resource_create(0, NULL), "out");
+  CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_sam_headroom_resource_create(0, NULL, &r), g_reason);
+  {
+    tether_sam_headroom_options_t h = TETHER_SAM_HEADROOM_OPTIONS_INIT;
+    h.headroom = (size_t)1 << 30;
+    CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_sam_headroom_resource_create(0, &h, &r), g_reason);
+  }
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_sam_headroom_resource_create(0, NULL, NULL), "out");
   CHECK_ERROR(TETHER_ERROR_NO_DEVICE, tether_async_view_resource_create(0, NULL, &r), g_reason);
   {
     tether_async_view_options_t v = TETHER_ASYNC_VIEW_OPTIONS_INIT;
@@ -110,6 +120,19 @@ static void test_async_view_options_need_no_device(void) {
   o.struct_size = 4;
   CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_async_view_resource_create(0, &o, &r), "struct_size");
   CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_async_view_resource_create(0, NULL, NULL), "out");
+  CHECK(r == NULL);
+}
+
+static void test_sam_headroom_options_need_no_device(void) {
+  tether_sam_headroom_options_t o;
+  tether_resource_t* r = NULL;
+  memset(&o, 0xff, sizeof o);
+  CHECK_OK(tether_sam_headroom_options_init(&o, sizeof o));
+  CHECK(o.struct_size == sizeof o && o.headroom == 0);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_sam_headroom_options_init(NULL, sizeof o), "options");
+  CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_sam_headroom_options_init(&o, 4), "struct_size");
+  o.struct_size = 4;
+  CHECK_ERROR(TETHER_ERROR_VERSION_MISMATCH, tether_sam_headroom_resource_create(0, &o, &r), "struct_size");
   CHECK(r == NULL);
 }
 
@@ -178,6 +201,7 @@ int main(void) {
   RUN(test_device_slots_report_the_reason);
   RUN(test_async_options_need_no_device);
   RUN(test_async_view_options_need_no_device);
+  RUN(test_sam_headroom_options_need_no_device);
   RUN(test_registry_specs_report_the_reason);
   RUN(test_host_resources_keep_working);
   return tt_finish("test_cuda_no_device");

@@ -19,7 +19,8 @@ import pytest
 
 import tether
 from tether import _kinds
-from conformance_factories import CACHING_KINDS, FACTORIES, GiB, KiB, MiB, Driver, Factory, caches_upstream_memory
+from conformance_factories import (CACHING_KINDS, FACTORIES, GiB, KiB, MiB, Driver, Factory, caches_upstream_memory,
+                                   make_or_skip)
 
 MAX_ALIGNMENT = 1 << 30
 
@@ -35,7 +36,7 @@ class Subject:
     def __init__(self, name: str, factory: Factory) -> None:
         self.name = name
         self.factory = factory
-        self.r = factory.make()
+        self.r = make_or_skip(factory)
         self.host = self.r.host_accessible
         self.device = not self.host and self.r.device_accessible
 
@@ -528,7 +529,15 @@ def test_every_host_capable_kind_has_a_conformance_factory() -> None:
 def test_every_kind_has_a_conformance_factory() -> None:
     covered = set()
     for f in FACTORIES.values():
-        with f.make() as r:
+        try:
+            r = f.make()
+        except tether.NotSupportedError:
+            # This GPU lacks what the kind needs (its conformance tests skip, saying why);
+            # a registry entry still shows the kind has one.
+            if f.kind is not None:
+                covered.add(tether.ResourceKind[f.kind.upper()])
+            continue
+        with r:
             covered.add(r.kind)
     missing = [k.name for k in tether.ResourceKind if k.name not in NOT_ALLOCATOR_KINDS and k not in covered]
     assert not missing, f"add an entry to conformance_factories.FACTORIES for the kinds {missing}"

@@ -34,6 +34,9 @@ def test_cuda_available_is_false_not_raising():
     tether.ManagedResource, lambda: tether.ManagedResource(0),
     tether.PinnedHostResource, lambda: tether.PinnedHostResource(0),
     tether.SystemResource, lambda: tether.SystemResource(0),
+    tether.ManagedAsyncResource, lambda: tether.ManagedAsyncResource(0),
+    lambda: tether.SamHeadroomResource(0), lambda: tether.SamHeadroomResource("1 GiB", device=0),
+    lambda: tether.from_spec("sam_headroom(device=0, headroom=1GiB)"),
     lambda: tether.Buffer(16),  # device=None: the current CUDA device
     lambda: tether.get_current_resource(),
     lambda: tether.get_current_resource(0),
@@ -92,3 +95,19 @@ def test_async_view_pool_is_checked_before_the_driver():
 def test_host_side_still_works():
     with tether.PoolResource(tether.HostResource()) as pool, tether.Buffer(10, resource=pool) as buf:
         assert buf.tobytes() == bytes(buf.copy_to_host())
+
+
+def test_sam_headroom_arguments_are_checked_before_the_driver():
+    # headroom is a size: named in the error, before any driver call.
+    with pytest.raises(ValueError, match="headroom"):
+        tether.SamHeadroomResource(-1, device=0)
+    with pytest.raises(ValueError, match="headroom"):
+        tether.SamHeadroomResource("a lot", device=0)
+    with pytest.raises(TypeError, match="headroom"):
+        tether.SamHeadroomResource(None, device=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        tether.SamHeadroomResource()  # type: ignore[call-arg]
+    with pytest.raises(tether.InvalidArgumentError, match="headroom"):
+        tether.from_spec("sam_headroom(device=0, headroom=lots)")
+    with pytest.raises(tether.InvalidArgumentError, match="nonesuch"):
+        tether.from_spec("managed_async(device=0, nonesuch=1)")

@@ -161,6 +161,10 @@ def test_every_stack_round_trips_or_says_it_cannot(logdir):
 def test_every_cuda_spec_of_the_registry_round_trips(entry):
     # Each conformance entry a CUDA kind states in capi/kinds.json (GPU only: elsewhere
     # test_cuda_absent.py checks they report NoDeviceError).
-    with tether.from_spec(entry.spec) as r, tether.from_spec(r.spec) as again:
+    try:
+        r = tether.from_spec(entry.spec)
+    except tether.NotSupportedError as e:  # this GPU or driver lacks what the kind needs
+        pytest.skip(f"not supported here: {e}")
+    with r, tether.from_spec(r.spec) as again:
         assert again.spec == r.spec
         assert _chain(again) == _chain(r)

@@ -64,6 +64,26 @@ typedef struct tether_async_view_options {
 TETHER_API tether_status_t tether_async_view_options_init(tether_async_view_options_t* options,
                                                           size_t struct_size);
 
+/**
+ * Options of tether_sam_headroom_resource_create(). Initialise with
+ * TETHER_SAM_HEADROOM_OPTIONS_INIT or tether_sam_headroom_options_init().
+ */
+typedef struct tether_sam_headroom_options {
+  uint32_t struct_size;
+  /**
+   * Bytes of the device's memory kept free for other allocations (RMM's headroom): of each
+   * allocation, only the part that the device's free memory (cuMemGetInfo) less this covers
+   * is advised to prefer the device; the rest is advised to prefer the host.
+   */
+  size_t headroom;
+} tether_sam_headroom_options_t;
+
+#define TETHER_SAM_HEADROOM_OPTIONS_INIT { sizeof(tether_sam_headroom_options_t), 0 }
+
+/** Set *options to the defaults (see tether_pool_options_init for struct_size). */
+TETHER_API tether_status_t tether_sam_headroom_options_init(tether_sam_headroom_options_t* options,
+                                                            size_t struct_size);
+
 /** *out = number of CUDA devices. NO_DEVICE (with the reason) if there is no usable driver. */
 TETHER_API tether_status_t tether_cuda_get_device_count(int* out);
 
@@ -131,6 +151,35 @@ TETHER_API tether_status_t tether_async_view_resource_create(int device, const t
  * CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0). Spec: system(device=N). out: +1.
  */
 TETHER_API tether_status_t tether_system_resource_create(int device, tether_resource_t** out);
+
+/**
+ * Stream-ordered managed (unified) memory from `device`'s default managed memory pool
+ * (cuMemGetDefaultMemPool with a device location and CU_MEM_ALLOCATION_TYPE_MANAGED, then
+ * cuMemAllocFromPoolAsync / cuMemFreeAsync), as RMM's cuda_async_managed_memory_resource:
+ * host- and device-accessible, ordered on the streams it is given like
+ * tether_async_resource_create's memory (a free with recorded streams waits for them).
+ * tether_resource_trim trims the pool to 0 bytes; the pool is the driver's and is never destroyed.
+ * Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a driver older than
+ * CUDA 13.0, which has no cuMemGetDefaultMemPool; a device whose
+ * CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED or CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
+ * is 0; a driver that has no managed pool for it). Spec: managed_async(device=N). out: +1.
+ */
+TETHER_API tether_status_t tether_managed_async_resource_create(int device, tether_resource_t** out);
+
+/**
+ * Plain malloc'd (pageable) memory for a device with pageable memory access, placed with
+ * a headroom (RMM's sam_headroom_memory_resource): the memory of
+ * tether_system_resource_create (same frees: a free waits for its stream, then free()),
+ * and at each allocation the part of it that the device's free memory (cuMemGetInfo) less
+ * options->headroom covers, rounded down to 256 bytes, is advised to prefer the device
+ * (cuMemAdvise, CU_MEM_ADVISE_SET_PREFERRED_LOCATION); the rest is advised to prefer the
+ * host. options may be NULL (headroom 0). Errors: NO_DEVICE, INVALID_ARGUMENT (bad device),
+ * NOT_SUPPORTED (a device whose CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0).
+ * Spec: sam_headroom(device=N, headroom=SIZE). out: +1.
+ */
+TETHER_API tether_status_t tether_sam_headroom_resource_create(int device,
+                                                               const tether_sam_headroom_options_t* options,
+                                                               tether_resource_t** out);
 
 /** Managed (unified) memory from cuMemAllocManaged, attached globally. out: +1. */
 TETHER_API tether_status_t tether_managed_resource_create(int device, tether_resource_t** out);

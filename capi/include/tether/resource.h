@@ -47,7 +47,9 @@ typedef enum tether_resource_kind {
   TETHER_RESOURCE_KIND_CALLBACK = 17,         /* user allocate/deallocate functions (tether/callback.h) */
   TETHER_RESOURCE_KIND_IPC = 18,              /* the mapping of one imported IPC buffer (tether/ipc.h) */
   TETHER_RESOURCE_KIND_ASYNC_VIEW = 19,       /* stream-ordered, from a CUDA memory pool it does not own (tether/cuda.h) */
-  TETHER_RESOURCE_KIND_SYSTEM = 20            /* malloc'd (pageable) host memory a device with pageable memory access uses (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_SYSTEM = 20,           /* malloc'd (pageable) host memory a device with pageable memory access uses (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_MANAGED_ASYNC = 21,    /* stream-ordered managed memory from the device's default managed memory pool (CUDA 13) (tether/cuda.h) */
+  TETHER_RESOURCE_KIND_SAM_HEADROOM = 22      /* system (malloc'd) memory placed on the GPU while its free memory stays above a headroom (tether/cuda.h) */
 } tether_resource_kind_t;
 
 /** Properties of a resource. Initialise struct_size (TETHER_RESOURCE_PROPERTIES_INIT). */

@@ -85,6 +85,16 @@ ResourcePtr make_managed_resource(int device);
 // malloc'd (pageable) memory for a device with pageable memory access (HMM/ATS); NOT_SUPPORTED
 // naming CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS elsewhere. Kind TETHER_RESOURCE_KIND_SYSTEM.
 ResourcePtr make_system_resource(int device);
+// Stream-ordered managed memory from the device's default managed memory pool (CUDA 13:
+// cuMemGetDefaultMemPool, CU_MEM_ALLOCATION_TYPE_MANAGED); an AsyncResource on that pool.
+// NOT_SUPPORTED naming the missing driver function (a driver before 13.0) or device attribute
+// (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS).
+// Kind TETHER_RESOURCE_KIND_MANAGED_ASYNC, name "managed_async".
+ResourcePtr make_managed_async_resource(int device);
+// The system resource's memory, each allocation's pages advised to prefer the device as far
+// as the device's free memory less `headroom` covers them, the rest the host (RMM's
+// sam_headroom_memory_resource). Kind TETHER_RESOURCE_KIND_SAM_HEADROOM, name "sam_headroom".
+ResourcePtr make_sam_headroom_resource(int device, std::size_t headroom);
 ResourcePtr make_pinned_host_resource(int device);
 
 // For IPC (core/src/ipc.cpp): the CUDA memory pool behind an async or async_view

@@ -110,6 +110,8 @@ pub const TETHER_RESOURCE_KIND_CALLBACK: tether_resource_kind = 17;
 pub const TETHER_RESOURCE_KIND_IPC: tether_resource_kind = 18;
 pub const TETHER_RESOURCE_KIND_ASYNC_VIEW: tether_resource_kind = 19;
 pub const TETHER_RESOURCE_KIND_SYSTEM: tether_resource_kind = 20;
+pub const TETHER_RESOURCE_KIND_MANAGED_ASYNC: tether_resource_kind = 21;
+pub const TETHER_RESOURCE_KIND_SAM_HEADROOM: tether_resource_kind = 22;
 #[doc = " What a resource is. Values are stable."]
 pub type tether_resource_kind = ::std::os::raw::c_uint;
 #[doc = " What a resource is. Values are stable."]
@@ -1423,6 +1425,74 @@ extern "C" {
         struct_size: usize,
     ) -> tether_status_t;
 }
+#[doc = " Options of tether_sam_headroom_resource_create(). Initialise with"]
+#[doc = " TETHER_SAM_HEADROOM_OPTIONS_INIT or tether_sam_headroom_options_init()."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct tether_sam_headroom_options {
+    pub struct_size: u32,
+    #[doc = " Bytes of the device's memory kept free for other allocations (RMM's headroom): of each"]
+    #[doc = " allocation, only the part that the device's free memory (cuMemGetInfo) less this covers"]
+    #[doc = " is advised to prefer the device; the rest is advised to prefer the host."]
+    pub headroom: usize,
+}
+#[test]
+fn bindgen_test_layout_tether_sam_headroom_options() {
+    assert_eq!(
+        ::std::mem::size_of::<tether_sam_headroom_options>(),
+        16usize,
+        concat!("Size of: ", stringify!(tether_sam_headroom_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<tether_sam_headroom_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(tether_sam_headroom_options))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_sam_headroom_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_sam_headroom_options),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_headroom() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<tether_sam_headroom_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).headroom) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(tether_sam_headroom_options),
+                "::",
+                stringify!(headroom)
+            )
+        );
+    }
+    test_field_headroom();
+}
+#[doc = " Options of tether_sam_headroom_resource_create(). Initialise with"]
+#[doc = " TETHER_SAM_HEADROOM_OPTIONS_INIT or tether_sam_headroom_options_init()."]
+pub type tether_sam_headroom_options_t = tether_sam_headroom_options;
+extern "C" {
+    #[doc = " Set *options to the defaults (see tether_pool_options_init for struct_size)."]
+    pub fn tether_sam_headroom_options_init(
+        options: *mut tether_sam_headroom_options_t,
+        struct_size: usize,
+    ) -> tether_status_t;
+}
 extern "C" {
     #[doc = " *out = number of CUDA devices. NO_DEVICE (with the reason) if there is no usable driver."]
     pub fn tether_cuda_get_device_count(out: *mut ::std::os::raw::c_int) -> tether_status_t;
@@ -1511,6 +1581,38 @@ extern "C" {
     #[doc = " CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0). Spec: system(device=N). out: +1."]
     pub fn tether_system_resource_create(
         device: ::std::os::raw::c_int,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Stream-ordered managed (unified) memory from `device`'s default managed memory pool"]
+    #[doc = " (cuMemGetDefaultMemPool with a device location and CU_MEM_ALLOCATION_TYPE_MANAGED, then"]
+    #[doc = " cuMemAllocFromPoolAsync / cuMemFreeAsync), as RMM's cuda_async_managed_memory_resource:"]
+    #[doc = " host- and device-accessible, ordered on the streams it is given like"]
+    #[doc = " tether_async_resource_create's memory (a free with recorded streams waits for them)."]
+    #[doc = " tether_resource_trim trims the pool to 0 bytes; the pool is the driver's and is never destroyed."]
+    #[doc = " Errors: NO_DEVICE, INVALID_ARGUMENT (bad device), NOT_SUPPORTED (a driver older than"]
+    #[doc = " CUDA 13.0, which has no cuMemGetDefaultMemPool; a device whose"]
+    #[doc = " CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED or CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS"]
+    #[doc = " is 0; a driver that has no managed pool for it). Spec: managed_async(device=N). out: +1."]
+    pub fn tether_managed_async_resource_create(
+        device: ::std::os::raw::c_int,
+        out: *mut *mut tether_resource_t,
+    ) -> tether_status_t;
+}
+extern "C" {
+    #[doc = " Plain malloc'd (pageable) memory for a device with pageable memory access, placed with"]
+    #[doc = " a headroom (RMM's sam_headroom_memory_resource): the memory of"]
+    #[doc = " tether_system_resource_create (same frees: a free waits for its stream, then free()),"]
+    #[doc = " and at each allocation the part of it that the device's free memory (cuMemGetInfo) less"]
+    #[doc = " options->headroom covers, rounded down to 256 bytes, is advised to prefer the device"]
+    #[doc = " (cuMemAdvise, CU_MEM_ADVISE_SET_PREFERRED_LOCATION); the rest is advised to prefer the"]
+    #[doc = " host. options may be NULL (headroom 0). Errors: NO_DEVICE, INVALID_ARGUMENT (bad device),"]
+    #[doc = " NOT_SUPPORTED (a device whose CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS is 0)."]
+    #[doc = " Spec: sam_headroom(device=N, headroom=SIZE). out: +1."]
+    pub fn tether_sam_headroom_resource_create(
+        device: ::std::os::raw::c_int,
+        options: *const tether_sam_headroom_options_t,
         out: *mut *mut tether_resource_t,
     ) -> tether_status_t;
 }

@@ -48,6 +48,10 @@ pub enum ResourceKind {
     AsyncView,
     /// Malloc'd (pageable) host memory a device with pageable memory access uses: `"system"`, kind 20.
     System,
+    /// Stream-ordered managed memory from the device's default managed memory pool (CUDA 13): `"managed_async"`, kind 21.
+    ManagedAsync,
+    /// System (malloc'd) memory placed on the GPU while its free memory stays above a headroom: `"sam_headroom"`, kind 22.
+    SamHeadroom,
     /// A kind this crate does not know yet (its C value).
     Other(u32),
 }
@@ -75,6 +79,8 @@ impl ResourceKind {
         ResourceKind::Ipc,
         ResourceKind::AsyncView,
         ResourceKind::System,
+        ResourceKind::ManagedAsync,
+        ResourceKind::SamHeadroom,
     ];
 
     /// The kind of a C `tether_resource_kind_t` value.
@@ -100,6 +106,8 @@ impl ResourceKind {
             sys::TETHER_RESOURCE_KIND_IPC => ResourceKind::Ipc,
             sys::TETHER_RESOURCE_KIND_ASYNC_VIEW => ResourceKind::AsyncView,
             sys::TETHER_RESOURCE_KIND_SYSTEM => ResourceKind::System,
+            sys::TETHER_RESOURCE_KIND_MANAGED_ASYNC => ResourceKind::ManagedAsync,
+            sys::TETHER_RESOURCE_KIND_SAM_HEADROOM => ResourceKind::SamHeadroom,
             other => ResourceKind::Other(other),
         }
     }
@@ -127,6 +135,8 @@ impl ResourceKind {
             ResourceKind::Ipc => sys::TETHER_RESOURCE_KIND_IPC,
             ResourceKind::AsyncView => sys::TETHER_RESOURCE_KIND_ASYNC_VIEW,
             ResourceKind::System => sys::TETHER_RESOURCE_KIND_SYSTEM,
+            ResourceKind::ManagedAsync => sys::TETHER_RESOURCE_KIND_MANAGED_ASYNC,
+            ResourceKind::SamHeadroom => sys::TETHER_RESOURCE_KIND_SAM_HEADROOM,
             ResourceKind::Other(raw) => raw,
         }
     }
@@ -155,6 +165,8 @@ impl ResourceKind {
             ResourceKind::Ipc => Some("ipc"),
             ResourceKind::AsyncView => Some("async_view"),
             ResourceKind::System => Some("system"),
+            ResourceKind::ManagedAsync => Some("managed_async"),
+            ResourceKind::SamHeadroom => Some("sam_headroom"),
             ResourceKind::Other(_) => None,
         }
     }

@@ -69,6 +69,7 @@ pub struct PoolInfo {
 /// Constructors for each type live next to their builders: [`Resource::host`],
 /// [`Resource::pool`], [`Resource::statistics_adaptor`], [`Resource::cuda`],
 /// [`Resource::cuda_async`], [`Resource::managed`], [`Resource::pinned_host`],
+/// [`Resource::system`], [`Resource::sam_headroom`], [`Resource::managed_async`],
 /// [`Resource::arena`], [`Resource::binning`], [`Resource::fixed_size`],
 /// [`Resource::limiting_adaptor`], [`Resource::tracking_adaptor`],
 /// [`Resource::logging_adaptor`], [`Resource::failure_callback_adaptor`],

@@ -169,6 +169,20 @@ fn cuda_resources_fail_cleanly_without_a_device() {
         Resource::cuda(-5).map(|_| ()).unwrap_err().kind(),
         ErrorKind::InvalidArgument | ErrorKind::NoDevice
     ));
+    // Kinds a GPU may lack (pageable memory access; a CUDA 13 driver): NotSupported there.
+    for r in [
+        Resource::system(0),
+        Resource::sam_headroom(0, 1 << 30),
+        Resource::managed_async(0),
+    ] {
+        match r {
+            Ok(r) => assert!(r.properties().unwrap().host_accessible),
+            Err(e) => {
+                assert!(matches!(e.kind(), ErrorKind::NoDevice | ErrorKind::NotSupported), "{e}");
+                assert!(!e.message().is_empty());
+            }
+        }
+    }
 }
 
 #[test]

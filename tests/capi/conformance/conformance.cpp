@@ -224,6 +224,10 @@ class Conformance : public ::testing::TestWithParam<Factory> {
     orphaned_bytes_before_ = tether_debug_orphaned_bytes();
     try {
       owned_ = f.make();
+    } catch (const NotSupported& e) {
+      // A GPU that lacks what the kind needs (e.g. pageable memory access): skipped, saying why.
+      if (f.needs == Needs::gpu) GTEST_SKIP() << e.what();
+      FAIL() << e.what();
     } catch (const std::exception& e) {
       FAIL() << e.what();
     }

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <memory>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,8 +87,17 @@ struct Factory {
 // The list (factories.cpp).
 const std::vector<Factory>& all_factories();
 
+// What create() throws when the call returns TETHER_ERROR_NOT_SUPPORTED: this
+// machine lacks what the configuration needs (a GPU without pageable memory
+// access for system, a driver before CUDA 13 for managed_async). A GPU entry
+// is then skipped with the message as the reason, not failed.
+struct NotSupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Calls a tether_*_create function: `call(&out)` must return its status.
-// Throws std::runtime_error naming `what` and the tether message on failure.
+// Throws std::runtime_error naming `what` and the tether message on failure
+// (NotSupported for TETHER_ERROR_NOT_SUPPORTED).
 Handle create(const char* what, const std::function<tether_status_t(tether_resource_t**)>& call);
 
 // Builders used by the list (factories.cpp). Each takes its upstream by value

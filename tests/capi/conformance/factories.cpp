@@ -43,8 +43,10 @@ Handle create(const char* what, const std::function<tether_status_t(tether_resou
   tether_resource_t* out = nullptr;
   const tether_status_t s = call(&out);
   if (s != TETHER_OK) {
-    throw std::runtime_error(std::string("creating ") + what + " failed: " + tether_status_name(s) + ": " +
-                             tether_last_error_message());
+    const std::string m =
+        std::string("creating ") + what + " failed: " + tether_status_name(s) + ": " + tether_last_error_message();
+    if (s == TETHER_ERROR_NOT_SUPPORTED) throw NotSupported(m);
+    throw std::runtime_error(m);
   }
   if (out == nullptr) throw std::runtime_error(std::string("creating ") + what + " gave NULL");
   return Handle(out);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_driver.hpp"
@@ -70,6 +71,9 @@ TEST_F(NoDevice, ResourceFactoriesReportTheReason) {
   expect_no_device("async (default pool)", [&] { cu::make_async_resource(0, pooled); });
   expect_no_device("managed", [] { cu::make_managed_resource(0); });
   expect_no_device("pinned_host", [] { cu::make_pinned_host_resource(0); });
+  expect_no_device("system", [] { cu::make_system_resource(0); });
+  expect_no_device("managed_async", [] { cu::make_managed_async_resource(0); });
+  expect_no_device("sam_headroom", [] { cu::make_sam_headroom_resource(0, 1 << 30); });
 }
 
 TEST_F(NoDevice, BadDeviceIdsReportTheMissingDeviceFirst) {
@@ -113,17 +117,37 @@ TEST_F(NoDevice, HostResourcesKeepWorking) {
 
 namespace dd = tether::core::cuda::detail;
 
-// A cuGetProcAddress_v2 that provides every function except those in `missing`,
-// each at a distinct fake address, and records what it was asked for.
+// The newer entry points and the ABI version each is asked for at.
+std::vector<std::pair<std::string, int>> newer_entry_points() {
+  std::vector<std::pair<std::string, int>> out;
+#define TETHER_NAME(name, abi, params) out.emplace_back("cu" #name, abi);
+  TETHER_CUDA_NEWER_ENTRY_POINTS(TETHER_NAME)
+#undef TETHER_NAME
+  return out;
+}
+
+// A cuGetProcAddress_v2 of a driver of version `version` that provides every function
+// except those in `missing`, each at a distinct fake address, and records what it was
+// asked for. As a real driver, it refuses a version newer than its own
+// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 struct FakeDriver {
   static inline std::set<std::string> missing;
   static inline std::vector<std::string> asked;
   static inline char addresses[256];
+  static inline int driver_version = 13000;
   static CUresult get_proc_address(const char* name, void** fn, int version, cuuint64_t flags,
                                    CUdriverProcAddressQueryResult* status) {
-    EXPECT_EQ(version, dd::kMinimumDriverVersion);
+    int want = dd::kMinimumDriverVersion;
+    for (const auto& [newer, abi] : newer_entry_points())
+      if (newer == name) want = abi;
+    EXPECT_EQ(version, want) << name;
     EXPECT_EQ(flags, static_cast<cuuint64_t>(CU_GET_PROC_ADDRESS_LEGACY_STREAM));
     asked.emplace_back(name);
+    if (version > driver_version) {
+      *fn = nullptr;
+      *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+      return CUDA_SUCCESS;
+    }
     if (missing.count(name) != 0) {
       *fn = nullptr;
       *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -167,6 +191,7 @@ TEST(CudaLoader, ResolvesEveryListedEntryPointOnce) {
   ASSERT_TRUE(dd::resolve_all(&FakeDriver::get_proc_address, d, why)) << why;
   std::vector<std::string> want = library_entry_points();
   for (const auto& n : optional_entry_points()) want.push_back(n);
+  for (const auto& n : newer_entry_points()) want.push_back(n.first);
   for (const auto& n : test_entry_points()) want.push_back(n);
   EXPECT_EQ(FakeDriver::asked, want);
   EXPECT_EQ(std::set<std::string>(want.begin(), want.end()).size(), want.size()) << "a name is listed twice";
@@ -179,6 +204,7 @@ TEST(CudaLoader, ResolvesEveryListedEntryPointOnce) {
 TEST(CudaLoader, AMissingTestOnlyEntryPointDoesNotFailTheLoad) {
   std::vector<std::string> optional = test_entry_points();
   for (const auto& n : optional_entry_points()) optional.push_back(n);  // prefetching: NOT_SUPPORTED then
+  for (const auto& n : newer_entry_points()) optional.push_back(n.first);
   for (const std::string& name : optional) {
     FakeDriver::missing = {name};
     FakeDriver::asked.clear();
@@ -198,6 +224,27 @@ TEST(CudaLoader, AMissingTestOnlyEntryPointDoesNotFailTheLoad) {
   EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, [&] { dd::test_entry_point(d.StreamCreate, "cuStreamCreate"); }));
   EXPECT_NE(error_message([&] { dd::test_entry_point(d.StreamCreate, "cuStreamCreate"); }).find("cuStreamCreate"),
             std::string::npos);
+}
+
+TEST(CudaLoader, ANewerEntryPointIsAskedForAtItsVersionAndIsNullOnAnOlderDriver) {
+  FakeDriver::missing.clear();
+  for (int version : {12080, 13000}) {
+    FakeDriver::driver_version = version;
+    dd::Driver d;
+    std::string why;
+    ASSERT_TRUE(dd::resolve_all(&FakeDriver::get_proc_address, d, why)) << why;
+    EXPECT_NE(d.MemAlloc, nullptr);
+    EXPECT_EQ(d.MemGetDefaultMemPool == nullptr, version < 13000) << version;
+  }
+  FakeDriver::driver_version = 13000;
+  // What a kind that needs one reports on an older driver: NOT_SUPPORTED, naming the
+  // function and the versions (managed_async: cuMemGetDefaultMemPool).
+  decltype(dd::Driver::MemGetDefaultMemPool) absent = nullptr;
+  auto get = [&] { dd::newer_entry_point(absent, "managed_async resource", "cuMemGetDefaultMemPool", 13000, 12080); };
+  EXPECT_TRUE(fails_with(TETHER_ERROR_NOT_SUPPORTED, get));
+  EXPECT_EQ(error_message(get),
+            "managed_async resource: the CUDA driver (12.8) does not provide cuMemGetDefaultMemPool, which needs a "
+            "CUDA 13.0 driver");
 }
 
 TEST(CudaLoader, AMissingLibraryEntryPointFailsTheLoadNamingIt) {

@@ -61,6 +61,29 @@ inline resource system_resource(int device = 0) {
   return detail::make_resource([&](tether_resource_t** out) { return tether_system_resource_create(device, out); });
 }
 
+/// Options of sam_headroom_resource(); see tether_sam_headroom_options_t.
+struct sam_headroom_options {
+  /// Bytes of device memory kept free: only what the free memory above it covers prefers the device.
+  std::size_t headroom = 0;
+};
+
+/// malloc'd memory for a device with pageable memory access, each allocation advised to prefer
+/// the device as far as its free memory above `options.headroom` covers it
+/// (tether_sam_headroom_resource_create). Throws no_device_error without a GPU.
+inline resource sam_headroom_resource(int device = 0, const sam_headroom_options& options = {}) {
+  tether_sam_headroom_options_t o = TETHER_SAM_HEADROOM_OPTIONS_INIT;
+  o.headroom = options.headroom;
+  return detail::make_resource(
+      [&](tether_resource_t** out) { return tether_sam_headroom_resource_create(device, &o, out); });
+}
+
+/// Stream-ordered managed memory from the device's default managed memory pool (CUDA 13;
+/// tether_managed_async_resource_create). Throws no_device_error without a GPU.
+inline resource managed_async_resource(int device = 0) {
+  return detail::make_resource(
+      [&](tether_resource_t** out) { return tether_managed_async_resource_create(device, out); });
+}
+
 /// Managed (unified) memory (cuMemAllocManaged). Throws no_device_error without a GPU.
 inline resource managed_resource(int device = 0) {
   return detail::make_resource(

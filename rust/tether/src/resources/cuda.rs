@@ -43,6 +43,31 @@ impl Resource {
         Resource::created(status, out)
     }
 
+    /// The system resource's memory, each allocation advised to prefer `device` as far as its
+    /// free memory above `headroom` bytes covers it, the rest the host
+    /// (`tether_sam_headroom_resource_create`); `NotSupported` on a device without pageable
+    /// memory access.
+    pub fn sam_headroom(device: i32, headroom: usize) -> Result<Resource> {
+        let options = sys::tether_sam_headroom_options_t {
+            struct_size: mem::size_of::<sys::tether_sam_headroom_options_t>() as u32,
+            headroom,
+        };
+        let mut out = ptr::null_mut();
+        // SAFETY: valid options and out-pointer.
+        let status = unsafe { sys::tether_sam_headroom_resource_create(device, &options, &mut out) };
+        Resource::created(status, out)
+    }
+
+    /// Stream-ordered managed memory from `device`'s default managed memory pool
+    /// (`tether_managed_async_resource_create`); `NotSupported` with a driver before CUDA 13.0
+    /// or on a device without memory pools or concurrent managed access.
+    pub fn managed_async(device: i32) -> Result<Resource> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let status = unsafe { sys::tether_managed_async_resource_create(device, &mut out) };
+        Resource::created(status, out)
+    }
+
     /// Managed (unified) memory from `cuMemAllocManaged` (`tether_managed_resource_create`).
     pub fn managed(device: i32) -> Result<Resource> {
         let mut out = ptr::null_mut();
