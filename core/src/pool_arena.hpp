@@ -280,14 +280,17 @@ inline void* take(Arena& a, Block* b, FreeIndex* idx, std::size_t n, std::size_t
   return carve(a, b, idx, n, bytes, alignment, owner);
 }
 
-// A block of arena a's own (a locked): O(1) in each index, then a bounded
-// look at the request's own size class. nullptr if none fits.
+// A block of arena a's own (a locked): the best fit among a bounded look at
+// the request's own size class, else O(1) in each index. nullptr if none
+// fits. Looking at the own class first keeps larger blocks whole for larger
+// requests: held / peak live on the random pattern (8 seeds, growth by a
+// sixteenth) went from median 1.207, max 1.253 to median 1.180, max 1.216.
 inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
                       owner_t owner, std::size_t scan) {
   for (FreeIndex* idx : {&a.fresh, &a.settled})
-    if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment, owner);
-  for (FreeIndex* idx : {&a.fresh, &a.settled})
     if (Block* b = idx->scan_own_class(need, scan)) return take(a, b, idx, n, bytes, alignment, owner);
+  for (FreeIndex* idx : {&a.fresh, &a.settled})
+    if (Block* b = idx->find(need)) return take(a, b, idx, n, bytes, alignment, owner);
   return nullptr;
 }
 
