@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fakes.hpp"
+#include "tether_core/host.hpp"
 #include "tether_core/pool.hpp"
 #include "tether_core/statistics.hpp"
 #include "test_util.hpp"
@@ -101,7 +102,9 @@ bool intact(const Live& b) {
   return true;
 }
 
-void replay(core::Resource& mr, test::OrderedUpstream& up, std::uint64_t ops, std::uint64_t seed, int threads,
+// `up`: the pretend CUDA upstream whose stream rules are checked, or nullptr
+// for a host pool (streams are all one; only the shadow map is checked).
+void replay(core::Resource& mr, test::OrderedUpstream* up, std::uint64_t ops, std::uint64_t seed, int threads,
             std::atomic<int>& failures) {
   Shadow shadow;
   const stream_t shared[] = {1000, 1001, 1002};
@@ -126,16 +129,16 @@ void replay(core::Resource& mr, test::OrderedUpstream& up, std::uint64_t ops, st
           std::size_t n = 1 + rng() % 3;
           for (std::size_t u = 0; u < n; ++u) {
             uses[u] = rng() % 2 ? shared[rng() % 3] : own;
-            up.used(b.p, granules(b.n), uses[u]);
+            if (up != nullptr) up->used(b.p, granules(b.n), uses[u]);
           }
-          up.freed(b.p, granules(b.n), b.stream);
+          if (up != nullptr) up->freed(b.p, granules(b.n), b.stream);
           mr.deallocate_after(b.p, b.n, b.alignment, b.stream, uses, n);
         } else if (kind < 3) {  // freed on another stream than it was allocated on
           const stream_t s = shared[rng() % 3];
-          up.freed(b.p, granules(b.n), s);
+          if (up != nullptr) up->freed(b.p, granules(b.n), s);
           mr.deallocate(b.p, b.n, b.alignment, s);
         } else {
-          up.freed(b.p, granules(b.n), b.stream);
+          if (up != nullptr) up->freed(b.p, granules(b.n), b.stream);
           mr.deallocate(b.p, b.n, b.alignment, b.stream);
         }
       };
@@ -158,7 +161,7 @@ void replay(core::Resource& mr, test::OrderedUpstream& up, std::uint64_t ops, st
           } catch (const core::OutOfMemory&) {
             continue;  // bounded pools run out now and then: allowed, nothing handed out
           }
-          up.allocated(p, granules(size), s);
+          if (up != nullptr) up->allocated(p, granules(size), s);
           const std::size_t al = alignment == 0 ? core::kDefaultAlignment : alignment;
           if (::testing::AssertionResult ok = shadow.add(p, size, al); !ok) fail(ok.message());
           Live b{p, size, alignment, s, static_cast<unsigned char>(rng())};
@@ -167,7 +170,7 @@ void replay(core::Resource& mr, test::OrderedUpstream& up, std::uint64_t ops, st
         } else if (r < 97) {
           free_one(rng() % live.size());
         } else if (r < 99) {
-          up.complete(rng() % 2 ? own : shared[rng() % 3]);  // that stream's work finished
+          if (up != nullptr) up->complete(rng() % 2 ? own : shared[rng() % 3]);  // that stream's work finished
         } else if (rng() % 50 == 0) {
           mr.trim();
         }
@@ -182,6 +185,7 @@ struct Config {
   const char* name;
   std::size_t initial, maximum;
   bool statistics;  // the frees through an adaptor over the pool
+  bool host = false;  // a host pool (over the host resource): one arena, no stream rules
 };
 
 class PoolReplay : public ::testing::TestWithParam<Config> {};
@@ -194,10 +198,11 @@ TEST_P(PoolReplay, RandomOperationsKeepEveryBlockAndStreamRule) {
   core::PoolOptions o;
   o.initial_size = c.initial;
   o.maximum_size = c.maximum;
-  core::ResourcePtr pool = core::make_pool_resource(up, o);
+  core::ResourcePtr upstream = c.host ? core::make_host_resource() : core::ResourcePtr(up);
+  core::ResourcePtr pool = core::make_pool_resource(upstream, o);
   core::ResourcePtr mr = c.statistics ? core::make_statistics_adaptor(pool) : pool;
   std::atomic<int> failures{0};
-  replay(*mr, *up, ops / 4, seed, 4, failures);  // each configuration a quarter of the operations
+  replay(*mr, c.host ? nullptr : up.get(), ops / 4, seed, 4, failures);  // each configuration a quarter of the operations
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(up->violations(), 0u) << "a block was used on a stream before it waited for an earlier use";
   mr->finish_deferred_frees(true);
@@ -206,12 +211,15 @@ TEST_P(PoolReplay, RandomOperationsKeepEveryBlockAndStreamRule) {
   mr.reset();
   pool.reset();
   EXPECT_EQ(up->outstanding_count(), 0u) << "the pool did not give every chunk back";
+  EXPECT_EQ(upstream->outstanding_count(), 0u) << "the pool did not give every chunk back";
 }
 
 INSTANTIATE_TEST_SUITE_P(Core, PoolReplay,
                          ::testing::Values(Config{"grows", 0, 0, false}, Config{"initial", 8 << 20, 0, false},
                                            Config{"bounded", 4 << 20, 4 << 20, false},
-                                           Config{"statistics", 0, 0, true}),
+                                           Config{"statistics", 0, 0, true},
+                                           // The host pool's quick cache and lock, from four threads at once.
+                                           Config{"host", 0, 0, false, true}),
                          [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -24,7 +24,7 @@ typedef struct tether_pool_options {
   /** The pool never holds more than this from upstream (0: no limit). */
   size_t maximum_size;
   /** Smallest chunk the pool asks upstream for when it grows (0: the default, 1 MiB); a
-   *  growth step is also at least a quarter of what the pool already holds. */
+   *  growth step is also at least a sixteenth of what the pool already holds. */
   size_t growth_size;
 } tether_pool_options_t;
 

@@ -1,7 +1,7 @@
 // Pool resource: a coalescing suballocator over any upstream.
 //
 // Memory is obtained from upstream in chunks (at least growth_size, default
-// 1 MiB, and at least a quarter of what the pool holds, up to maximum_size in
+// 1 MiB, and at least a sixteenth of what the pool holds, up to maximum_size in
 // total) and carved into blocks. Free blocks are kept in a size-indexed
 // structure (two-level segregated fit: O(1) search for a block at least as
 // large as the request, best fit within a size class) and coalesced with

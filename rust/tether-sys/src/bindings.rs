@@ -333,7 +333,7 @@ pub struct tether_pool_options {
     #[doc = " The pool never holds more than this from upstream (0: no limit)."]
     pub maximum_size: usize,
     #[doc = " Smallest chunk the pool asks upstream for when it grows (0: the default, 1 MiB); a"]
-    #[doc = "  growth step is also at least a quarter of what the pool already holds."]
+    #[doc = "  growth step is also at least a sixteenth of what the pool already holds."]
     pub growth_size: usize,
 }
 #[test]
