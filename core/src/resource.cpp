@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -147,7 +149,9 @@ void* Resource::allocate_as(owner_t owner, std::size_t bytes, std::size_t alignm
   try {
     p = do_allocate_for(owner, bytes, alignment, stream);
   } catch (const OutOfMemory&) {
-    if (deferred_count_.load(std::memory_order_relaxed) == 0) throw;
+    if (deferred_count_.load(std::memory_order_acquire) == 0 &&
+        deferred_in_flight_.load(std::memory_order_acquire) == 0)
+      throw;
     return allocate_after_draining(owner, bytes, alignment, stream);
   }
   count_allocation(owner, bytes);
@@ -348,11 +352,25 @@ void Resource::poll_deferred(stream_t stream) noexcept {
 
 void* Resource::allocate_after_draining(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
   // Out of memory with frees waiting: wait for their streams (this path may
-  // block), free them onto this stream, and try once more.
-  (void)drain_deferred(stream, true);
-  void* p = do_allocate_for(owner, bytes, alignment, stream);
-  count_allocation(owner, bytes);
-  return p;
+  // block), free them onto this stream, and try again. Frees another thread's
+  // drain has taken but not given back yet count too: wait for that drain to
+  // finish (it never waits for us: it holds no lock we take here), then try
+  // again. Other threads keep allocating meanwhile, so the rounds are bounded;
+  // the last OutOfMemory goes to the caller.
+  constexpr int kRounds = 8;
+  for (int round = 1;; ++round) {
+    (void)drain_deferred(stream, true);
+    try {
+      void* p = do_allocate_for(owner, bytes, alignment, stream);
+      count_allocation(owner, bytes);
+      return p;
+    } catch (const OutOfMemory&) {
+      const bool more = deferred_count_.load(std::memory_order_acquire) != 0 ||
+                        deferred_in_flight_.load(std::memory_order_acquire) != 0;
+      if (!more || round == kRounds) throw;
+    }
+    while (deferred_in_flight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
 }
 
 std::size_t finish_all_deferred_frees(bool wait) noexcept {
@@ -407,12 +425,30 @@ std::size_t Resource::drain_deferred(stream_t on, bool wait) {
     v.erase(v.begin() + static_cast<std::ptrdiff_t>(kept), v.end());
     for (auto& r : ready)
       for (StreamOrder::event_t ev : r.events) d->spares.push_back(ev);
+    // In flight before off the list: the two never read 0 together while a
+    // taken block is not back yet.
+    deferred_in_flight_.fetch_add(ready.size(), std::memory_order_acq_rel);
     deferred_count_.fetch_sub(ready.size(), std::memory_order_relaxed);
     if (v.empty()) {
       dead_spares.swap(d->spares);
       keepalive = std::move(d->keepalive);
     }
   }
+  // Whatever happens below, the taken blocks stop counting as in flight once
+  // they have been given back (or lost), before keepalive may destroy *this.
+  class InFlight {
+   public:
+    InFlight(std::atomic<std::size_t>& n, std::size_t k) noexcept : n_(n), k_(k) {}
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    ~InFlight() { n_.fetch_sub(k_, std::memory_order_acq_rel); }
+
+   private:
+    std::atomic<std::size_t>& n_;
+    std::size_t k_;
+  };
+  std::optional<InFlight> in_flight;
+  if (!ready.empty()) in_flight.emplace(deferred_in_flight_, ready.size());
   if (keepalive) unregister_deferred(this, false);
   for (StreamOrder::event_t ev : dead_spares) d->order->destroy_event(ev);
   for (auto& r : ready) {
@@ -424,6 +460,7 @@ std::size_t Resource::drain_deferred(stream_t on, bool wait) {
     }
   }
   const std::size_t n = ready.size();
+  in_flight.reset();
   keepalive.reset();  // may destroy *this: nothing below touches it
   if (error) std::rethrow_exception(error);
   return n;

@@ -115,7 +115,8 @@ class Resource : public std::enable_shared_from_this<Resource> {
   // resource, still counted as outstanding, until its events are complete.
   // Each allocate() of the resource first frees, on its own stream, every
   // waiting block whose events are complete (no host wait), and on
-  // OutOfMemory waits for all of them and tries once more. A resource with
+  // OutOfMemory waits for all of them (and for those another thread's drain
+  // is giving back at that moment) and tries again, a bounded number of times. A resource with
   // waiting frees is kept alive by them (a user may release it meanwhile) and
   // is also drained by deallocate_after() and finish_all_deferred_frees()
   // calls on any resource.
@@ -218,6 +219,10 @@ class Resource : public std::enable_shared_from_this<Resource> {
   std::atomic<std::int64_t> dependent_bytes_{0};
   // Frees waiting for their streams (deallocate_after): how many, and the list.
   std::atomic<std::size_t> deferred_count_{0};
+  // Frees a drain has taken off the list and not given back to the resource
+  // yet: an allocation that runs out meanwhile waits for them, not only for
+  // the list (another thread's drain may hold the memory it needs).
+  std::atomic<std::size_t> deferred_in_flight_{0};
   std::atomic<DeferredFrees*> deferred_{nullptr};
 };
 
