@@ -18,6 +18,7 @@ import argparse
 import difflib
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,57 @@ def gen_spec_table(kinds: list[dict[str, Any]]) -> str:
         else:
             out.append(f"    TETHER_SPEC_{k['shape'].upper()}({name}, {create}),")
     out.append("};")
+    return "\n".join(out) + "\n"
+
+
+# ---- capi/src/kind_defaults.hpp and capi/src/options_init.cpp --------------------------------------
+
+def camel(name: str) -> str:
+    """A registry name in CamelCase (fixed_size -> FixedSize)."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def defaults_constant(k: dict[str, Any]) -> str:
+    """The C glue's copy of a kind's _INIT macro (capi/src/kind_defaults.hpp): k<Name>Defaults."""
+    return f"k{camel(k['options'])}Defaults"
+
+
+def gen_kind_defaults(kinds: list[dict[str, Any]]) -> str:
+    """Each options struct's defaults, as the C glue reads them (internal.hpp includes this file)."""
+    out = [f"// {HEADER}",
+           "// The defaults of each kind's options struct (its _INIT macro), which its tether_*_options_init",
+           "// (options_init.cpp) writes and its create function reads a NULL options as (read_options).",
+           "#ifndef TETHER_CAPI_KIND_DEFAULTS_HPP",
+           "#define TETHER_CAPI_KIND_DEFAULTS_HPP",
+           "",
+           '#include "tether/tether.h"',
+           "",
+           "namespace tether::capi {",
+           ""]
+    out += [f"inline const {options_struct(k)} {defaults_constant(k)} = {init_macro(k)};" for k in kinds if k["options"]]
+    out += ["", "}  // namespace tether::capi", "", "#endif  // TETHER_CAPI_KIND_DEFAULTS_HPP"]
+    return "\n".join(out) + "\n"
+
+
+def gen_options_init(kinds: list[dict[str, Any]]) -> str:
+    """tether_<options>_options_init of every kind: zero the caller's struct, write the _INIT defaults."""
+    out = [f"// {HEADER}",
+           "// tether_<x>_options_init of every kind with an options struct (declared in its C header).",
+           '#include "internal.hpp"',
+           "",
+           "using namespace tether::capi;",
+           "",
+           'extern "C" {']
+    for k in kinds:
+        if not k["options"]:
+            continue
+        fn = f"tether_{k['options']}_options_init"
+        out += ["",
+                f"TETHER_API tether_status_t {fn}({options_struct(k)}* options, size_t struct_size) {{",
+                f'  return guard("{fn}",',
+                f'               [&] {{ init_options(options, struct_size, {defaults_constant(k)}, "options"); }});',
+                "}"]
+    out += ["", '}  // extern "C"']
     return "\n".join(out) + "\n"
 
 
@@ -373,6 +425,171 @@ def gen_rust(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out + ["}"]) + "\n"
 
 
+# ---- capi/include/tether/cpp/kinds.hpp -------------------------------------------------------------
+
+# The C++ wrapper's type of a parameter, per unit (the units a generated options struct can hold).
+CPP_TYPE = {"size": "std::size_t", "count": "std::size_t", "u32": "unsigned", "enum": "std::uint32_t",
+            "bool": "bool", "resource": "resource", "device": "int"}
+# The Rust type of a parameter given as a constructor argument, per unit.
+RUST_TYPE = {"size": "usize", "count": "usize", "u32": "u32", "enum": "u32", "bool": "bool", "device": "i32"}
+HAND = {"cpp", "cpp_factory", "rust"}
+
+
+def hand(k: dict[str, Any], part: str) -> bool:
+    """Whether the registry says this part of a kind's glue is written by hand (it says something new)."""
+    return part in k.get("hand", []) or (part == "cpp_factory" and "cpp" in k.get("hand", []))
+
+
+def cpp_options(k: dict[str, Any]) -> bool:
+    """A generated C++ <options>_options struct: the kind has options and its C++ glue is not all by hand."""
+    return bool(k.get("allocator", True) and k["options"] and not hand(k, "cpp"))
+
+
+def cpp_factory(k: dict[str, Any]) -> bool:
+    return bool(k.get("allocator", True) and not hand(k, "cpp_factory"))
+
+
+def rust_constructor(k: dict[str, Any]) -> bool:
+    return bool(k.get("allocator", True) and not hand(k, "rust"))
+
+
+def check_glue(kinds: list[dict[str, Any]]) -> None:
+    """Refuse a kind whose generated glue could not say what it needs (mark that part "hand")."""
+    for k in kinds:
+        where = f"kinds.json: kind {k['name']!r}"
+        if set(k.get("hand", [])) - HAND:
+            raise SystemExit(f"{where}: hand lists parts of {sorted(HAND)}")
+        if cpp_options(k) and any(p["unit"] not in CPP_TYPE for p in k["params"]):
+            raise SystemExit(f"{where}: no C++ options struct holds a {[p['unit'] for p in k['params']]}: "
+                             'add "cpp" to hand')
+        if cpp_factory(k) and (k["shape"] == "leaf" or not k.get("cpp_doc")):
+            raise SystemExit(f'{where}: a generated C++ factory needs a device or upstream shape and cpp_doc')
+        if rust_constructor(k) and (not k.get("rust_fn") or not k.get("rust_doc")
+                                    or any(p["unit"] not in RUST_TYPE for p in k["params"])):
+            raise SystemExit(f'{where}: a generated Rust constructor needs rust_fn, rust_doc and parameters of '
+                             f'{sorted(RUST_TYPE)}: else add "rust" to hand')
+
+
+def comment(text: str, prefix: str, width: int = 100) -> list[str]:
+    return textwrap.wrap(text, width - len(prefix), break_on_hyphens=False,
+                         initial_indent=prefix, subsequent_indent=prefix)
+
+
+def cpp_default(p: dict[str, Any]) -> str:
+    d = p["default"]
+    if p["unit"] == "resource":
+        return "resource()"
+    if p["unit"] == "bool":
+        return "true" if d else "false"
+    if p["unit"] == "enum":
+        return next(name for name, value in p["values"].items() if value == d)
+    if p["unit"] == "device" and d == -1:
+        return "device_host"
+    return str(d)
+
+
+def cpp_field_value(p: dict[str, Any]) -> str:
+    """The C field's value from the C++ options struct's field."""
+    v = f"options.{p['name']}"
+    return {"bool": f"{v} ? 1 : 0", "resource": f"{v}.get()"}.get(p["unit"], v)
+
+
+def gen_cpp(kinds: list[dict[str, Any]]) -> str:
+    """The C++ options structs (registry defaults) and the factories of the kinds whose glue is uniform."""
+    out = [f"// {HEADER}",
+           "// tether/cpp/kinds.hpp - the options struct and factory of each kind whose C++ glue is uniform",
+           "// (a device or an upstream, and its options: tether_<x>_create). The contract is the C header's;",
+           "// kinds with more to say keep their factories in their own tether/cpp/<module>.hpp. Part of the",
+           "// header-only C++ wrapper: include tether/tether.hpp (this file also compiles alone).",
+           "#ifndef TETHER_CPP_KINDS_HPP",
+           "#define TETHER_CPP_KINDS_HPP",
+           "",
+           "#include <cstddef>",
+           "#include <cstdint>",
+           "",
+           '#include "tether/cpp/common.hpp"',
+           '#include "tether/cpp/resource.hpp"',
+           '#include "tether/tether.h"',
+           "",
+           "namespace tether {"]
+    for k in kinds:
+        if cpp_options(k):
+            name = f"{k['options']}_options"
+            made = f"{k['cpp']}()" if cpp_factory(k) else f"{k['cpp']}(..., options)"
+            out += [""] + comment(f"Options of {made}; see {options_struct(k)} (defaults: {init_macro(k)}).", "/// ")
+            out.append(f"struct {name} {{")
+            for p in k["params"]:
+                out += comment(sentence(p["doc"]) + ".", "  /// ")
+                out.append(f"  {CPP_TYPE[p['unit']]} {p['name']} = {cpp_default(p)};")
+            out.append("};")
+        if not cpp_factory(k):
+            continue
+        first = "int device = 0" if k["shape"] == "device" else "const resource& upstream"
+        arg = "device" if k["shape"] == "device" else "upstream.get()"
+        params = first + (f", const {k['options']}_options& options = {{}}" if k["options"] else "")
+        out += [""] + comment(k["cpp_doc"], "/// ")
+        out.append(f"inline resource {k['cpp']}({params}) {{")
+        if k["options"]:
+            out.append(f"  {options_struct(k)} o = {init_macro(k)};")
+            out += [f"  o.{p['name']} = {cpp_field_value(p)};" for p in k["params"]]
+            call = f"{k['create']}({arg}, &o, out)"
+        else:
+            call = f"{k['create']}({arg}, out)"
+        out += ["  return detail::make_resource(",
+                f"      [&](tether_resource_t** out) {{ return {call}; }});",
+                "}"]
+    out += ["", "}  // namespace tether", "", "#endif  // TETHER_CPP_KINDS_HPP"]
+    return "\n".join(out) + "\n"
+
+
+# ---- rust/tether/src/resources/constructors.rs --------------------------------------------------------
+
+def gen_rust_constructors(kinds: list[dict[str, Any]]) -> str:
+    """The Resource constructors that fill the options struct from their arguments and call tether_<x>_create."""
+    out = [f"// {HEADER}",
+           "//! The constructors of the kinds whose Rust glue is uniform: the arguments (a device or an",
+           "//! upstream, then each option field) fill the C options struct, and the create function",
+           "//! makes the resource. Builders and queries stay in their modules.",
+           "",
+           "use std::ptr;",
+           "",
+           "use tether_sys as sys;",
+           "",
+           "use crate::error::Result;",
+           "use crate::Resource;",
+           "",
+           "impl Resource {"]
+    first = True
+    for k in kinds:
+        if not rust_constructor(k):
+            continue
+        if not first:
+            out.append("")
+        first = False
+        args = {"leaf": [], "device": ["device: i32"], "upstream": ["upstream: &Resource"]}[k["shape"]]
+        args += [f"{p['name']}: {RUST_TYPE[p['unit']]}" for p in k["params"]]
+        raw = {"leaf": [], "device": ["device"], "upstream": ["upstream.as_raw()"]}[k["shape"]]
+        out += comment(k["rust_doc"], "    /// ")
+        out.append(f"    pub fn {k['rust_fn']}({', '.join(args)}) -> Result<Resource> {{")
+        if k["options"]:
+            init = f"tether_{k['options']}_options_init"
+            line = f'        let mut options = super::defaults(sys::{init}, "{init}");'
+            if len(line) > 120 or len(f'sys::{init}, "{init}"') > 72:  # as rustfmt writes it (fn_call_width)
+                line = f'        let mut options = super::defaults(\n            sys::{init},\n            "{init}",\n        );'
+            out.append(line)
+            for p in k["params"]:
+                value = f"i32::from({p['name']})" if p["unit"] == "bool" else p["name"]
+                out.append(f"        options.{p['name']} = {value};")
+            raw.append("&options")
+        out += ["        let mut out = ptr::null_mut();",
+                "        // SAFETY: " + ("live upstream; " if k["shape"] == "upstream" else "")
+                + ("options initialised; " if k["options"] else "") + "valid out-pointer.",
+                f"        let status = unsafe {{ sys::{k['create']}({', '.join(raw + ['&mut out'])}) }};",
+                "        Resource::created(status, out)",
+                "    }"]
+    return "\n".join(out + ["}"]) + "\n"
+
+
 # ---- regions of hand-written files ---------------------------------------------------------------
 
 def enum_body(kinds: list[dict[str, Any]]) -> str:
@@ -432,11 +649,15 @@ def with_region(rel: str, text: str, kinds: list[dict[str, Any]]) -> str:
 
 TARGETS = {
     "capi/src/spec_kinds.inc": gen_spec_table,
+    "capi/src/kind_defaults.hpp": gen_kind_defaults,
+    "capi/src/options_init.cpp": gen_options_init,
     "docs/spec_kinds.inc": gen_docs,
     "python/tether/_kinds.py": gen_python,
     "tests/capi/conformance/caching_kinds.inc": gen_caching_kinds,
     "docs/resource_kinds.inc": gen_enum_docs,
     "rust/tether/src/kinds.rs": gen_rust,
+    "capi/include/tether/cpp/kinds.hpp": gen_cpp,
+    "rust/tether/src/resources/constructors.rs": gen_rust_constructors,
     "docs/python_kinds.inc": gen_python_kind_docs,
     "python/tether/_kind_classes.py": gen_kind_classes,
     "docs/resources/pages.inc": gen_resource_pages,
@@ -449,6 +670,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail with a diff if a committed file differs")
     args = parser.parse_args()
     kinds = load()
+    check_glue(kinds)
     stale = 0
     outputs = [(rel, lambda have, gen=gen: gen(kinds)) for rel, gen in TARGETS.items()]
     outputs += [(rel, lambda have, rel=rel: with_region(rel, have, kinds)) for rel in REGIONS]

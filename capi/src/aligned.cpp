@@ -6,16 +6,7 @@
 using namespace tether;
 using namespace tether::capi;
 
-namespace {
-const tether_aligned_options_t kAlignedDefaults = TETHER_ALIGNED_OPTIONS_INIT;
-}
-
 extern "C" {
-
-TETHER_API tether_status_t tether_aligned_options_init(tether_aligned_options_t* options, size_t struct_size) {
-  return guard("tether_aligned_options_init",
-               [&] { init_options(options, struct_size, kAlignedDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_aligned_adaptor_create(tether_resource_t* upstream,
                                                          const tether_aligned_options_t* options,

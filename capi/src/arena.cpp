@@ -4,20 +4,10 @@
 #include "spec.hpp"
 #include "tether_core/arena.hpp"
 
-namespace tether::capi {
-namespace {
-const tether_arena_options_t kArenaDefaults = TETHER_ARENA_OPTIONS_INIT;
-}  // namespace
-}  // namespace tether::capi
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_arena_options_init(tether_arena_options_t* options, size_t struct_size) {
-  return guard("tether_arena_options_init", [&] { init_options(options, struct_size, kArenaDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_arena_resource_create(tether_resource_t* upstream,
                                                         const tether_arena_options_t* options,

@@ -5,21 +5,10 @@
 #include "spec.hpp"
 #include "tether_core/binning.hpp"
 
-namespace tether::capi {
-namespace {
-const tether_binning_options_t kBinningDefaults = TETHER_BINNING_OPTIONS_INIT;
-}  // namespace
-}  // namespace tether::capi
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_binning_options_init(tether_binning_options_t* options, size_t struct_size) {
-  return guard("tether_binning_options_init",
-               [&] { init_options(options, struct_size, kBinningDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_binning_resource_create(tether_resource_t* upstream,
                                                           const tether_binning_options_t* options,

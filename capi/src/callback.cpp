@@ -13,7 +13,6 @@ namespace tether::capi {
 namespace {
 
 const tether_callback_vtable_t kVtableDefaults = TETHER_CALLBACK_VTABLE_INIT;
-const tether_callback_options_t kCallbackDefaults = TETHER_CALLBACK_OPTIONS_INIT;
 
 // The reason the last failing vtable function of this thread gave.
 thread_local char t_reason[kMaxErrorMessage + 1];
@@ -40,11 +39,6 @@ extern "C" {
 
 TETHER_API tether_status_t tether_callback_vtable_init(tether_callback_vtable_t* vtable, size_t struct_size) {
   return guard("tether_callback_vtable_init", [&] { init_options(vtable, struct_size, kVtableDefaults, "vtable"); });
-}
-
-TETHER_API tether_status_t tether_callback_options_init(tether_callback_options_t* options, size_t struct_size) {
-  return guard("tether_callback_options_init",
-               [&] { init_options(options, struct_size, kCallbackDefaults, "options"); });
 }
 
 TETHER_API tether_status_t tether_callback_set_error(tether_status_t status, const char* message) {

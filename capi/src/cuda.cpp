@@ -8,10 +8,6 @@
 namespace tether::capi {
 namespace {
 
-const tether_async_options_t kAsyncDefaults = TETHER_ASYNC_OPTIONS_INIT;
-const tether_async_view_options_t kAsyncViewDefaults = TETHER_ASYNC_VIEW_OPTIONS_INIT;
-const tether_sam_headroom_options_t kSamHeadroomDefaults = TETHER_SAM_HEADROOM_OPTIONS_INIT;
-
 // A device argument of a CUDA resource: an id or TETHER_DEVICE_CURRENT.
 // With no driver every id (even a bad one) reports NO_DEVICE, so a caller
 // learns the real problem first.
@@ -31,22 +27,6 @@ using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_async_options_init(tether_async_options_t* options, size_t struct_size) {
-  return guard("tether_async_options_init",
-               [&] { init_options(options, struct_size, kAsyncDefaults, "options"); });
-}
-
-TETHER_API tether_status_t tether_async_view_options_init(tether_async_view_options_t* options, size_t struct_size) {
-  return guard("tether_async_view_options_init",
-               [&] { init_options(options, struct_size, kAsyncViewDefaults, "options"); });
-}
-
-TETHER_API tether_status_t tether_sam_headroom_options_init(tether_sam_headroom_options_t* options,
-                                                            size_t struct_size) {
-  return guard("tether_sam_headroom_options_init",
-               [&] { init_options(options, struct_size, kSamHeadroomDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_cuda_get_device_count(int* out) {
   return guard("tether_cuda_get_device_count", [&] {

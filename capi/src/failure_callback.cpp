@@ -4,22 +4,10 @@
 #include "tether_core/failure_callback.hpp"
 #include "user_context.hpp"
 
-namespace tether::capi {
-namespace {
-const tether_failure_callback_options_t kFailureDefaults = TETHER_FAILURE_CALLBACK_OPTIONS_INIT;
-}  // namespace
-}  // namespace tether::capi
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_failure_callback_options_init(tether_failure_callback_options_t* options,
-                                                                size_t struct_size) {
-  return guard("tether_failure_callback_options_init",
-               [&] { init_options(options, struct_size, kFailureDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_failure_callback_adaptor_create(tether_resource_t* upstream,
                                                                   const tether_failure_callback_options_t* options,
@@ -29,7 +17,7 @@ TETHER_API tether_status_t tether_failure_callback_adaptor_create(tether_resourc
     *out = nullptr;
     require_out(options, "options");
     ResourceRef up(upstream);
-    const tether_failure_callback_options_t o = read_options(options, kFailureDefaults, "options");
+    const tether_failure_callback_options_t o = read_options(options, kFailureCallbackDefaults, "options");
     if (o.callback == nullptr) core::throw_invalid_argument("options->callback must not be NULL");
     UserContext user(o.destroy, o.user);
     core::FailureCallbackOptions fo;

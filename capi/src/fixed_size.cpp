@@ -4,22 +4,10 @@
 #include "spec.hpp"
 #include "tether_core/fixed_size.hpp"
 
-namespace tether::capi {
-namespace {
-const tether_fixed_size_options_t kFixedSizeDefaults = TETHER_FIXED_SIZE_OPTIONS_INIT;
-}  // namespace
-}  // namespace tether::capi
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_fixed_size_options_init(tether_fixed_size_options_t* options,
-                                                          size_t struct_size) {
-  return guard("tether_fixed_size_options_init",
-               [&] { init_options(options, struct_size, kFixedSizeDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_fixed_size_resource_create(tether_resource_t* upstream,
                                                              const tether_fixed_size_options_t* options,

@@ -20,6 +20,8 @@
 #include "tether_core/error.hpp"
 #include "tether_core/resource.hpp"
 
+#include "kind_defaults.hpp"  // k<Kind>Defaults: each options struct's _INIT (generated)
+
 namespace tether::capi {
 
 // ---- errors ---------------------------------------------------------------

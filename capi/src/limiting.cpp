@@ -6,16 +6,7 @@
 using namespace tether;
 using namespace tether::capi;
 
-namespace {
-const tether_limiting_options_t kLimitingDefaults = TETHER_LIMITING_OPTIONS_INIT;
-}
-
 extern "C" {
-
-TETHER_API tether_status_t tether_limiting_options_init(tether_limiting_options_t* options, size_t struct_size) {
-  return guard("tether_limiting_options_init",
-               [&] { init_options(options, struct_size, kLimitingDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_limiting_adaptor_create(tether_resource_t* upstream,
                                                           const tether_limiting_options_t* options,

@@ -7,21 +7,10 @@
 #include "tether_core/logging.hpp"
 #include "user_context.hpp"
 
-namespace tether::capi {
-namespace {
-const tether_logging_options_t kLoggingDefaults = TETHER_LOGGING_OPTIONS_INIT;
-}  // namespace
-}  // namespace tether::capi
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_logging_options_init(tether_logging_options_t* options, size_t struct_size) {
-  return guard("tether_logging_options_init",
-               [&] { init_options(options, struct_size, kLoggingDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_logging_adaptor_create(tether_resource_t* upstream,
                                                          const tether_logging_options_t* options,

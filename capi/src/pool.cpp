@@ -3,19 +3,10 @@
 #include "spec.hpp"
 #include "tether_core/pool.hpp"
 
-namespace {
-const tether_pool_options_t kPoolDefaults = TETHER_POOL_OPTIONS_INIT;
-}  // namespace
-
 using namespace tether;
 using namespace tether::capi;
 
 extern "C" {
-
-TETHER_API tether_status_t tether_pool_options_init(tether_pool_options_t* options, size_t struct_size) {
-  return guard("tether_pool_options_init",
-               [&] { init_options(options, struct_size, kPoolDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_pool_resource_create(tether_resource_t* upstream,
                                                        const tether_pool_options_t* options,

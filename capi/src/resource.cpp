@@ -84,8 +84,6 @@ tether_resource_properties_t to_c(const core::Properties& p) {
   return out;
 }
 
-const tether_pool_options_t kPoolDefaults = TETHER_POOL_OPTIONS_INIT;
-
 // The general paths of allocate/deallocate (gate + ResourceRef): the first
 // call on a thread, calls from callbacks, during a fork, and every error.
 // Out of line, so the fast path's frame stays small.

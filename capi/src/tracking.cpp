@@ -9,18 +9,7 @@
 using namespace tether;
 using namespace tether::capi;
 
-namespace {
-
-const tether_tracking_options_t kTrackingDefaults = TETHER_TRACKING_OPTIONS_INIT;
-
-}  // namespace
-
 extern "C" {
-
-TETHER_API tether_status_t tether_tracking_options_init(tether_tracking_options_t* options, size_t struct_size) {
-  return guard("tether_tracking_options_init",
-               [&] { init_options(options, struct_size, kTrackingDefaults, "options"); });
-}
 
 TETHER_API tether_status_t tether_tracking_adaptor_create(tether_resource_t* upstream,
                                                           const tether_tracking_options_t* options,

@@ -37,6 +37,7 @@
 #include "tether/cpp/common.hpp"
 #include "tether/cpp/handle.hpp"
 #include "tether/cpp/resource.hpp"
+#include "tether/cpp/kinds.hpp"
 #include "tether/cpp/pool.hpp"
 #include "tether/cpp/statistics.hpp"
 #include "tether/cpp/cuda.hpp"

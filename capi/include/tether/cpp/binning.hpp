@@ -7,34 +7,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "tether/cpp/kinds.hpp"
 #include "tether/cpp/resource.hpp"
 #include "tether/tether.h"
 
 namespace tether {
-
-/// Options of binning_resource().
-struct binning_options {
-  /// Fixed-size bins of 2^min_size_exponent .. 2^max_size_exponent bytes (both 0: no bins).
-  unsigned min_size_exponent = 0;
-  unsigned max_size_exponent = 0;
-  /// Blocks per upstream chunk of the fixed-size bins created (0: 128).
-  std::size_t blocks_to_preallocate = 0;
-  /// Serves requests above every bin (empty: the upstream); kept alive by the binning resource.
-  resource fallback = resource();
-};
-
-/// A new binning resource over `upstream`: requests go to the smallest bin of
-/// at least their size that honours their alignment, others to the fallback. The
-/// binning resource keeps the upstream, the fallback and every bin alive.
-inline resource binning_resource(const resource& upstream, const binning_options& options = {}) {
-  tether_binning_options_t o = TETHER_BINNING_OPTIONS_INIT;
-  o.min_size_exponent = options.min_size_exponent;
-  o.max_size_exponent = options.max_size_exponent;
-  o.blocks_to_preallocate = options.blocks_to_preallocate;
-  o.fallback = options.fallback.get();
-  return detail::make_resource(
-      [&](tether_resource_t** out) { return tether_binning_resource_create(upstream.get(), &o, out); });
-}
 
 /// Add a bin to `binning` for requests up to `size` bytes, served by `bin`
 /// (kept alive by the binning resource) or, if `bin` is empty, by a new

@@ -9,20 +9,11 @@
 #include <new>
 #include <string>
 
+#include "tether/cpp/kinds.hpp"
 #include "tether/cpp/resource.hpp"
 #include "tether/tether.h"
 
 namespace tether {
-
-/// Properties of the memory a callback resource hands out (tether_callback_options_t).
-struct callback_options {
-  /// The device whose memory it is, or device_host.
-  int device = device_host;
-  /// True if kernels on `device` may access it.
-  bool device_accessible = false;
-  /// True if host code may access it.
-  bool host_accessible = true;
-};
 
 /// A new callback resource over a C vtable and its context (see
 /// tether_callback_resource_create(): on success the resource owns `context`

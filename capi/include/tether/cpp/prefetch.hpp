@@ -1,20 +1,9 @@
-// tether/cpp/prefetch.hpp - C++ factory of the prefetch adaptor (tether/prefetch.h).
-// Included by tether/tether.hpp; usable on its own.
+// tether/cpp/prefetch.hpp - prefetch_adaptor() (tether/prefetch.h). Its glue is uniform, so
+// ci/gen_kinds.py writes it from the registry into tether/cpp/kinds.hpp; this
+// header stays so that code including it keeps compiling.
 #ifndef TETHER_CPP_PREFETCH_HPP
 #define TETHER_CPP_PREFETCH_HPP
 
-#include "tether/tether.hpp"
-
-namespace tether {
-
-/// A new prefetch adaptor over `upstream` (kept alive by the adaptor), which
-/// must give managed memory (invalid_argument_error otherwise): each
-/// allocation is prefetched to the device on its stream.
-inline resource prefetch_adaptor(const resource& upstream) {
-  return detail::make_resource(
-      [&](tether_resource_t** out) { return tether_prefetch_adaptor_create(upstream.get(), out); });
-}
-
-}  // namespace tether
+#include "tether/cpp/kinds.hpp"
 
 #endif  // TETHER_CPP_PREFETCH_HPP

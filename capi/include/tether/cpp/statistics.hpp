@@ -1,21 +1,9 @@
-// tether/cpp/statistics.hpp - statistics_adaptor() (tether/statistics.h).
-// Part of the header-only C++ wrapper: include tether/tether.hpp (this file
-// includes what it needs, so it also compiles alone).
+// tether/cpp/statistics.hpp - statistics_adaptor() (tether/statistics.h). Its glue is uniform, so
+// ci/gen_kinds.py writes it from the registry into tether/cpp/kinds.hpp; this
+// header stays so that code including it keeps compiling.
 #ifndef TETHER_CPP_STATISTICS_HPP
 #define TETHER_CPP_STATISTICS_HPP
 
-#include "tether/cpp/resource.hpp"
-#include "tether/tether.h"
-
-namespace tether {
-
-/// A new statistics adaptor forwarding to `upstream` (kept alive by the adaptor);
-/// read its counters with resource::statistics().
-inline resource statistics_adaptor(const resource& upstream) {
-  return detail::make_resource(
-      [&](tether_resource_t** out) { return tether_statistics_adaptor_create(upstream.get(), out); });
-}
-
-}  // namespace tether
+#include "tether/cpp/kinds.hpp"
 
 #endif  // TETHER_CPP_STATISTICS_HPP

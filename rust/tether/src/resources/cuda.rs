@@ -7,15 +7,6 @@ use crate::error::Result;
 use crate::Resource;
 
 impl Resource {
-    /// Device memory of `device` from `cuMemAlloc` / `cuMemFree` (`tether_cuda_resource_create`).
-    /// `NoDevice` without a usable driver or device.
-    pub fn cuda(device: i32) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let status = unsafe { sys::tether_cuda_resource_create(device, &mut out) };
-        Resource::created(status, out)
-    }
-
     /// Stream-ordered device memory of `device` from a CUDA memory pool someone else owns
     /// (`tether_async_view_resource_create`): `pool` is its `CUmemoryPool` / `cudaMemPool_t`
     /// as an address, `None` for the device's current pool.
@@ -31,57 +22,6 @@ impl Resource {
         let mut out = ptr::null_mut();
         // SAFETY: valid options and out-pointer; the pool is the caller's promise.
         let status = unsafe { sys::tether_async_view_resource_create(device, &options, &mut out) };
-        Resource::created(status, out)
-    }
-
-    /// malloc'd (pageable) memory for a device with pageable memory access
-    /// (`tether_system_resource_create`); `NotSupported` on a device without it.
-    pub fn system(device: i32) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let status = unsafe { sys::tether_system_resource_create(device, &mut out) };
-        Resource::created(status, out)
-    }
-
-    /// The system resource's memory, each allocation advised to prefer `device` as far as its
-    /// free memory above `headroom` bytes covers it, the rest the host
-    /// (`tether_sam_headroom_resource_create`); `NotSupported` on a device without pageable
-    /// memory access.
-    pub fn sam_headroom(device: i32, headroom: usize) -> Result<Resource> {
-        let options = sys::tether_sam_headroom_options_t {
-            struct_size: mem::size_of::<sys::tether_sam_headroom_options_t>() as u32,
-            headroom,
-        };
-        let mut out = ptr::null_mut();
-        // SAFETY: valid options and out-pointer.
-        let status = unsafe { sys::tether_sam_headroom_resource_create(device, &options, &mut out) };
-        Resource::created(status, out)
-    }
-
-    /// Stream-ordered managed memory from `device`'s default managed memory pool
-    /// (`tether_managed_async_resource_create`); `NotSupported` with a driver before CUDA 13.0
-    /// or on a device without memory pools or concurrent managed access.
-    pub fn managed_async(device: i32) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let status = unsafe { sys::tether_managed_async_resource_create(device, &mut out) };
-        Resource::created(status, out)
-    }
-
-    /// Managed (unified) memory from `cuMemAllocManaged` (`tether_managed_resource_create`).
-    pub fn managed(device: i32) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let status = unsafe { sys::tether_managed_resource_create(device, &mut out) };
-        Resource::created(status, out)
-    }
-
-    /// Page-locked, device-mapped host memory from `cuMemHostAlloc`, allocated by
-    /// `device`'s primary context (`tether_pinned_host_resource_create`).
-    pub fn pinned_host(device: i32) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let status = unsafe { sys::tether_pinned_host_resource_create(device, &mut out) };
         Resource::created(status, out)
     }
 

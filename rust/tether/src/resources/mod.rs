@@ -1,20 +1,17 @@
-//! Constructors of every resource and adaptor, one file per C module.
+//! Constructors of every resource and adaptor.
 //!
 //! Each type is one small piece: an associated function on [`Resource`] named
 //! after the C create call, and for types with an options struct a builder
 //! whose setters carry the C field names (which Python's keywords share).
-//! Adding a type is adding one file here, as `limiting.rs` is:
-//!
-//! ```text
-//! pub struct LimitingBuilder<'a> { upstream: &'a Resource, options: sys::tether_limiting_options_t }
-//! impl Resource { pub fn limiting_adaptor(upstream: &Resource) -> LimitingBuilder<'_> { .. } }
-//! impl LimitingBuilder<'_> { pub fn allocation_limit(mut self, n: usize) -> Self { .. }
-//!                            pub fn build(self) -> Result<Resource> { .. } }
-//! ```
-//!
-//! and its entry in `capi/kinds.json` (the registry of kinds), from which
-//! `ci/gen_kinds.py` generates [`crate::ResourceKind`]'s variant; see "Adding a
-//! resource" in the design docs.
+//! A constructor that only fills the options struct from its arguments (a
+//! device or an upstream, then each field) and calls the create function is
+//! written by `ci/gen_kinds.py` from the kind's entry in `capi/kinds.json`
+//! (`rust_fn`, `rust_doc`) into `constructors.rs`, with
+//! [`crate::ResourceKind`]'s variant; a kind whose Rust glue says more (a
+//! builder, closures, queries, an info struct) has `"rust"` in the entry's
+//! `hand` list and its own file here, as `pool.rs` (a builder) and
+//! `limiting.rs` (queries beside the generated `Resource::limiting_adaptor`)
+//! do. See "Adding a resource" in the design docs.
 //!
 //! Functions handed to C (closures, trait objects) are `Send + Sync + 'static`,
 //! boxed, owned by the C resource (freed by its destroy callback) and never
@@ -31,14 +28,13 @@ mod aligned;
 mod arena;
 mod binning;
 mod callback;
+mod constructors;
 mod cuda;
 mod failure_callback;
 mod fixed_size;
-mod host;
 mod limiting;
 mod logging;
 mod pool;
-mod prefetch;
 mod spec;
 mod statistics;
 mod tracking;

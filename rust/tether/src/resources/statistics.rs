@@ -1,21 +1,9 @@
-use std::ptr;
-
 use tether_sys as sys;
 
 use crate::error::{check, Result};
 use crate::{Resource, Statistics};
 
 impl Resource {
-    /// An adaptor that forwards to `upstream` (which it retains) and counts bytes
-    /// and allocations (`tether_statistics_adaptor_create`); read them with
-    /// [`Resource::statistics`].
-    pub fn statistics_adaptor(upstream: &Resource) -> Result<Resource> {
-        let mut out = ptr::null_mut();
-        // SAFETY: live upstream (retained by the adaptor); valid out-pointer.
-        let status = unsafe { sys::tether_statistics_adaptor_create(upstream.as_raw(), &mut out) };
-        Resource::created(status, out)
-    }
-
     /// Push a new, zeroed counter set on a statistics adaptor's counter stack
     /// (`tether_statistics_adaptor_push_counters`): while it is on top, traffic
     /// changes only it and [`Resource::statistics`] reads it. The stack belongs
