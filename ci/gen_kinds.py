@@ -318,7 +318,10 @@ def gen_python(kinds: list[dict[str, Any]]) -> str:
 # ---- python/tether/_kind_classes.py ------------------------------------------------------------------
 
 def py_module(k: dict[str, Any]) -> str:
-    """The tether module that defines a kind's Python class (the registry's py_module, else _<name>)."""
+    """The tether module that defines a kind's Python class: the generated one, else the registry's
+    py_module, else _<name>."""
+    if python_class(k):
+        return PY_CLASSES_MODULE
     return str(k.get("py_module") or f"_{k['name']}")
 
 
@@ -432,7 +435,7 @@ CPP_TYPE = {"size": "std::size_t", "count": "std::size_t", "u32": "unsigned", "e
             "bool": "bool", "resource": "resource", "device": "int"}
 # The Rust type of a parameter given as a constructor argument, per unit.
 RUST_TYPE = {"size": "usize", "count": "usize", "u32": "u32", "enum": "u32", "bool": "bool", "device": "i32"}
-HAND = {"cpp", "cpp_factory", "rust"}
+HAND = {"cpp", "cpp_factory", "rust", "python"}
 
 
 def hand(k: dict[str, Any], part: str) -> bool:
@@ -453,6 +456,10 @@ def rust_constructor(k: dict[str, Any]) -> bool:
     return bool(k.get("allocator", True) and not hand(k, "rust"))
 
 
+def python_class(k: dict[str, Any]) -> bool:
+    return bool(k.get("allocator", True) and not hand(k, "python"))
+
+
 def check_glue(kinds: list[dict[str, Any]]) -> None:
     """Refuse a kind whose generated glue could not say what it needs (mark that part "hand")."""
     for k in kinds:
@@ -468,6 +475,14 @@ def check_glue(kinds: list[dict[str, Any]]) -> None:
                                     or any(p["unit"] not in RUST_TYPE for p in k["params"])):
             raise SystemExit(f'{where}: a generated Rust constructor needs rust_fn, rust_doc and parameters of '
                              f'{sorted(RUST_TYPE)}: else add "rust" to hand')
+        if python_class(k):
+            if (not k.get("py_doc") or k.get("py_module") or any(p["unit"] != "size" for p in k["params"])
+                    or any('"""' in line or "\\" in line for line in k["py_doc"])):
+                raise SystemExit(f'{where}: a generated Python class needs py_doc (its docstring\'s lines, no """ '
+                                 'or backslash), no py_module and only size parameters: else add "python" to hand')
+            if any(p.get("py_required") and (p["unit"] != "size" or k["shape"] == "upstream") for p in k["params"]):
+                raise SystemExit(f'{where}: py_required is for a size of a kind without an upstream: else add '
+                                 '"python" to hand')
 
 
 def comment(text: str, prefix: str, width: int = 100) -> list[str]:
@@ -590,6 +605,95 @@ def gen_rust_constructors(kinds: list[dict[str, Any]]) -> str:
     return "\n".join(out + ["}"]) + "\n"
 
 
+# ---- python/tether/_kinds_generated.py ------------------------------------------------------------
+
+PY_CLASSES_MODULE = "_kinds_generated"
+
+
+def py_call(head: str, items: list[str], tail: str) -> list[str]:
+    """head(items)tail in lines of at most 120 columns, each continuation under the first item."""
+    if not items:
+        return [f"{head}(){tail}"]
+    pieces = [f"{item}," for item in items[:-1]] + [f"{items[-1]}){tail}"]
+    out, line, pad = [], f"{head}({pieces[0]}", " " * (len(head) + 1)
+    for piece in pieces[1:]:
+        if len(line) + 1 + len(piece) > 120:
+            out.append(line)
+            line = pad + piece
+        else:
+            line += " " + piece
+    return out + [line]
+
+
+def py_doc(lines: list[str]) -> list[str]:
+    """A class docstring of the registry's py_doc lines."""
+    if len(lines) == 1:
+        return [f'    """{lines[0]}"""']
+    return [f'    """{lines[0]}', *(f"    {line}".rstrip() for line in lines[1:]), '    """']
+
+
+def gen_python_class(k: dict[str, Any]) -> list[str]:
+    """A kind's class: the positional device or upstream, its size options (None: the registry's default)."""
+    required = [p for p in k["params"] if p.get("py_required")]
+    optional = [p for p in k["params"] if not p.get("py_required")]
+    aliases = [p for p in optional if p.get("alias") and p.get("python_alias", True)]
+    args = ["self", *(f"{p['name']}: Size" for p in required),
+            *{"leaf": [], "device": ["device: DeviceLike | None = None"],
+              "upstream": ["upstream: Resource | None = None"]}[k["shape"]],
+            *(f"{p['name']}: Size | None = None" for p in optional)]
+    keywords = (["upstream_mr: Resource | None = None"] if k["shape"] == "upstream" else []) + \
+        [f"{p['alias']}: Size | None = None" for p in aliases]
+    if keywords:
+        args += ["*", *keywords]
+    base = "UpstreamAdaptor" if k["shape"] == "upstream" else "Resource"
+    out = ["", "", f"@register(lib.TETHER_RESOURCE_KIND_{k['enum']})", f"class {k['python']}({base}):",
+           *py_doc(k["py_doc"]), "", "    __slots__ = ()", ""]
+    out += py_call("    def __init__", args, " -> None:")
+    if k["shape"] == "upstream":
+        out.append("        up = self._upstream_handle(upstream, upstream_mr)")
+    for p in required:
+        out += [f"        if {p['name']} is None:",
+                f'            raise TypeError("{k["python"]}() needs {p["name"]}= ({p["py_required"]})")']
+    create = [f"lib.{k['create']}", *{"leaf": [], "device": ["device_or_current(device)"], "upstream": ["up"]}[k["shape"]]]
+    if k["options"]:
+        values = [f"{p['name']}={p['name']}" if p not in aliases else
+                  f"{p['name']}=_alias({p['name']}, {p['alias']}, \"{p['name']}\", \"{p['alias']}\")"
+                  for p in k["params"]]
+        out += py_call("        opts = new_options",
+                       [f'"{options_struct(k)}"', f"lib.tether_{k['options']}_options_init", *values], "")
+        create.append("opts")
+    out += py_call("        self._init_from(create", create, ")")
+    return out
+
+
+def gen_python_classes(kinds: list[dict[str, Any]]) -> str:
+    """The classes of the kinds whose Python glue is uniform (the others name "python" in hand)."""
+    made = [k for k in kinds if python_class(k)]
+    code = [line for k in made for line in gen_python_class(k)]
+    shapes, params = {k["shape"] for k in made}, [p for k in made for p in k["params"]]
+    used = {"Resource": True, "UpstreamAdaptor": "upstream" in shapes, "_alias": "_alias(" in "\n".join(code),
+            "create": True, "new_options": any(k["options"] for k in made), "register": True}
+    convert = {"DeviceLike": "device" in shapes, "Size": bool(params)}
+    out = ['"""The Python class of each resource kind whose glue is uniform: the positional device',
+           "(None: the current one) or upstream (RMM's keyword ``upstream_mr``), then the options as",
+           "sizes (None: the registry's default; RMM's spellings as keywords), into its create function.",
+           "",
+           HEADER,
+           "A kind whose class says more (queries, info structs, other arguments) lists \"python\" in its",
+           "registry entry's ``hand`` and keeps the class in its own module.",
+           '"""',
+           "",
+           "from __future__ import annotations",
+           ""]
+    if any(convert.values()):
+        out.append(f"from ._convert import {', '.join(name for name, use in convert.items() if use)}")
+    if "device" in shapes:
+        out.append("from ._cuda import device_or_current")
+    out.append("from ._ffi import lib")
+    out.append(f"from ._resources import {', '.join(name for name, use in used.items() if use)}")
+    return "\n".join(out + code) + "\n"
+
+
 # ---- regions of hand-written files ---------------------------------------------------------------
 
 def enum_body(kinds: list[dict[str, Any]]) -> str:
@@ -660,6 +764,7 @@ TARGETS = {
     "rust/tether/src/resources/constructors.rs": gen_rust_constructors,
     "docs/python_kinds.inc": gen_python_kind_docs,
     "python/tether/_kind_classes.py": gen_kind_classes,
+    "python/tether/_kinds_generated.py": gen_python_classes,
     "docs/resources/pages.inc": gen_resource_pages,
     "tests/capi/conformance/registry_factories.inc": gen_registry_factories,
 }

@@ -1,4 +1,5 @@
-"""CUDA resources and driver queries (thin wrappers of tether/cuda.h).
+"""CUDA driver queries and the CUDA resources whose arguments say more than a device and sizes
+(thin wrappers of tether/cuda.h); CudaResource, SystemResource, ... are in _kinds_generated.py.
 
 tether loads the CUDA driver at first use; without a driver or device every
 function here raises NoDeviceError with the reason (cuda_available() returns
@@ -62,18 +63,9 @@ def stream_synchronize(device: DeviceLike, stream: StreamLike) -> None:
     check(lib.tether_cuda_stream_synchronize(device_value(device), stream_value(stream)))
 
 
-def _device(device: DeviceLike | None) -> int:
+def device_or_current(device: DeviceLike | None) -> int:
+    """A device argument's id; None: the current device (the generated classes' default too)."""
     return current_device() if device is None else device_value(device)
-
-
-@register(lib.TETHER_RESOURCE_KIND_CUDA)
-class CudaResource(Resource):
-    """Device memory from cuMemAlloc / cuMemFree on ``device`` (None: the current device)."""
-
-    __slots__ = ()
-
-    def __init__(self, device: DeviceLike | None = None) -> None:
-        self._init_from(create(lib.tether_cuda_resource_create, _device(device)))
 
 
 _IPC = {None: lib.TETHER_IPC_HANDLE_NONE, "none": lib.TETHER_IPC_HANDLE_NONE,
@@ -113,7 +105,7 @@ class AsyncResource(Resource):
             if key not in _IPC:
                 raise ValueError(f"ipc_handle_type must be None, 'none' or 'posix_fd', not {ipc_handle_type!r}")
             opts.ipc_handle_type = _IPC[key]
-        self._init_from(create(lib.tether_async_resource_create, _device(device), opts))
+        self._init_from(create(lib.tether_async_resource_create, device_or_current(device), opts))
 
 
 @register(lib.TETHER_RESOURCE_KIND_ASYNC_VIEW)
@@ -137,68 +129,4 @@ class AsyncViewResource(Resource):
         opts = new_options("tether_async_view_options_t", lib.tether_async_view_options_init)
         if pool is not None:
             opts.pool = ffi.cast("void *", pool_value(pool))
-        self._init_from(create(lib.tether_async_view_resource_create, _device(device), opts))
-
-
-@register(lib.TETHER_RESOURCE_KIND_SYSTEM)
-class SystemResource(Resource):
-    """Plain malloc'd (pageable) host memory handed to ``device`` (None: the current device), for a
-    device with pageable memory access (HMM or ATS; RMM's SystemMemoryResource). Raises
-    NotSupportedError on a device without ``CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS``."""
-
-    __slots__ = ()
-
-    def __init__(self, device: DeviceLike | None = None) -> None:
-        self._init_from(create(lib.tether_system_resource_create, _device(device)))
-
-
-@register(lib.TETHER_RESOURCE_KIND_MANAGED_ASYNC)
-class ManagedAsyncResource(Resource):
-    """Stream-ordered managed (unified) memory from the default managed memory pool of
-    ``device`` (None: the current device), as RMM's CudaAsyncManagedMemoryResource:
-    cuMemGetDefaultMemPool (CU_MEM_ALLOCATION_TYPE_MANAGED), cuMemAllocFromPoolAsync and
-    cuMemFreeAsync; host- and device-accessible. Raises NotSupportedError with a driver older
-    than CUDA 13.0 (no cuMemGetDefaultMemPool) or on a device without memory pools or
-    ``CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS``."""
-
-    __slots__ = ()
-
-    def __init__(self, device: DeviceLike | None = None) -> None:
-        self._init_from(create(lib.tether_managed_async_resource_create, _device(device)))
-
-
-@register(lib.TETHER_RESOURCE_KIND_SAM_HEADROOM)
-class SamHeadroomResource(Resource):
-    """SystemResource's malloc'd memory, each allocation advised to prefer ``device`` (None: the
-    current device) only as far as the device's free memory above ``headroom`` (an int or a size
-    such as ``"1 GiB"``) covers it, the rest to prefer the host (RMM's SamHeadroomMemoryResource).
-    Raises NotSupportedError on a device without ``CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS``."""
-
-    __slots__ = ()
-
-    def __init__(self, headroom: Size, device: DeviceLike | None = None) -> None:
-        if headroom is None:
-            raise TypeError("SamHeadroomResource() needs headroom= (bytes of device memory to keep free)")
-        opts = new_options("tether_sam_headroom_options_t", lib.tether_sam_headroom_options_init,
-                           headroom=headroom)
-        self._init_from(create(lib.tether_sam_headroom_resource_create, _device(device), opts))
-
-
-@register(lib.TETHER_RESOURCE_KIND_MANAGED)
-class ManagedResource(Resource):
-    """Managed (unified) memory from cuMemAllocManaged; host- and device-accessible."""
-
-    __slots__ = ()
-
-    def __init__(self, device: DeviceLike | None = None) -> None:
-        self._init_from(create(lib.tether_managed_resource_create, _device(device)))
-
-
-@register(lib.TETHER_RESOURCE_KIND_PINNED_HOST)
-class PinnedHostResource(Resource):
-    """Page-locked host memory from cuMemHostAlloc (portable, device-mapped)."""
-
-    __slots__ = ()
-
-    def __init__(self, device: DeviceLike | None = None) -> None:
-        self._init_from(create(lib.tether_pinned_host_resource_create, _device(device)))
+        self._init_from(create(lib.tether_async_view_resource_create, device_or_current(device), opts))

@@ -393,15 +393,6 @@ class Resource(Handle):
         return (f"<tether.{type(self).__name__} '{name}' {where} "
                 f"handle=0x{int(ffi.cast('uintptr_t', h)):x}>")
 
-@_register(lib.TETHER_RESOURCE_KIND_HOST)
-class HostResource(Resource):
-    """Aligned host allocations from the C heap. Detects frees of memory it did not allocate."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        self._init_from(create(lib.tether_host_resource_create))
-
 
 class UpstreamAdaptor(Resource):
     """Base class of every resource built over an upstream resource (pool, adaptors).
