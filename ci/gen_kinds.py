@@ -659,8 +659,10 @@ def gen_python_class(k: dict[str, Any]) -> list[str]:
         values = [f"{p['name']}={p['name']}" if p not in aliases else
                   f"{p['name']}=_alias({p['name']}, {p['alias']}, \"{p['name']}\", \"{p['alias']}\")"
                   for p in k["params"]]
+        # The device a percentage size ("80%") refers to: the device argument, or the upstream's.
+        size_device = {"leaf": [], "device": ["percent_device(device)"], "upstream": ["handle_device(up)"]}[k["shape"]]
         out += py_call("        opts = new_options",
-                       [f'"{options_struct(k)}"', f"lib.tether_{k['options']}_options_init", *values], "")
+                       [f'"{options_struct(k)}"', f"lib.tether_{k['options']}_options_init", *size_device, *values], "")
         create.append("opts")
     out += py_call("        self._init_from(create", create, ")")
     return out
@@ -672,8 +674,9 @@ def gen_python_classes(kinds: list[dict[str, Any]]) -> str:
     code = [line for k in made for line in gen_python_class(k)]
     shapes, params = {k["shape"] for k in made}, [p for k in made for p in k["params"]]
     used = {"Resource": True, "UpstreamAdaptor": "upstream" in shapes, "_alias": "_alias(" in "\n".join(code),
-            "create": True, "new_options": any(k["options"] for k in made), "register": True}
-    convert = {"DeviceLike": "device" in shapes, "Size": bool(params)}
+            "create": True, "handle_device": "handle_device(" in "\n".join(code),
+            "new_options": any(k["options"] for k in made), "register": True}
+    convert = {"DeviceLike": "device" in shapes, "Size": bool(params), "percent_device": "percent_device(" in "\n".join(code)}
     out = ['"""The Python class of each resource kind whose glue is uniform: the positional device',
            "(None: the current one) or upstream (RMM's keyword ``upstream_mr``), then the options as",
            "sizes (None: the registry's default; RMM's spellings as keywords), into its create function.",

@@ -101,6 +101,9 @@ std::string known_types() {
 
 // `text` in single quotes for a message: at most kMaxQuoted bytes of it (cut at
 // a UTF-8 character boundary), with its length when cut.
+// tether_parse_size() reads at most this many characters (SIZE_MAX has 20 digits; room for spaces and a unit).
+constexpr std::size_t kMaxSizeText = 64;
+
 std::string quoted(const std::string& text) {
   if (text.size() <= kMaxQuoted) return "'" + text + "'";
   std::size_t n = kMaxQuoted;
@@ -166,33 +169,40 @@ unsigned __int128 pow10(unsigned n) {
 
 constexpr unsigned __int128 kSizeLimit = (unsigned __int128)1 << 64;
 
-// A size: "4096", "64MiB", "1.5 GiB", "80%" (of `device_total()`).
-template <class TotalOf>
-std::size_t parse_size(const std::string& text, std::size_t pos, const char* param, TotalOf device_total) {
+// A size: "4096", "64MiB", "1.5 GiB", "80%" (of `device_total()`): the one grammar of sizes, which
+// specs and tether_parse_size() (so Python's parse_size) read. `fail(problem)` throws; the problem
+// names the text but not the parameter.
+template <class TotalOf, class Fail>
+std::size_t read_size(const std::string& text, TotalOf device_total, Fail fail) {
   const Decimal d = read_decimal(text);
-  if (!d.ok)
-    fail_at(pos, "cannot read " + quoted(text) + " as a size for " + param +
-                     " (examples: 4096, 64MiB, 1.5GiB, 100MB, 80%)");
+  if (!d.ok) fail("cannot read " + quoted(text) + " as a size (examples: 4096, 64MiB, 1.5GiB, 100MB, 80%)");
   std::string rest = text.substr(d.end);
   std::size_t k = 0;
   while (k < rest.size() && is_space(rest[k])) ++k;
-  rest = lowercase(rest.substr(k));
-  unsigned __int128 numerator;
+  const std::string unit = rest.substr(k);
+  rest = lowercase(unit);
   if (rest == "%") {
-    if (d.mantissa > 100 * pow10(d.scale)) fail_at(pos, std::string(param) + ": " + quoted(text) + " is more than 100%");
-    numerator = d.mantissa * (unsigned __int128)device_total() / 100;  // floor: whole bytes
+    if (d.mantissa > 100 * pow10(d.scale)) fail(quoted(text) + " is more than 100%");
+    const unsigned __int128 numerator = d.mantissa * (unsigned __int128)device_total() / 100;  // floor: whole bytes
     return std::size_t(numerator / pow10(d.scale));
   }
   for (const Unit& u : kUnits) {
     if (rest != u.name) continue;
-    numerator = d.mantissa * u.factor;
+    const unsigned __int128 numerator = d.mantissa * u.factor;
     const unsigned __int128 den = pow10(d.scale);
-    if (numerator % den != 0) fail_at(pos, std::string(param) + ": " + quoted(text) + " is not a whole number of bytes");
-    if (numerator / den >= kSizeLimit) fail_at(pos, std::string(param) + ": " + quoted(text) + " does not fit in 64 bits");
+    if (numerator % den != 0) fail(quoted(text) + " is not a whole number of bytes");
+    if (numerator / den >= kSizeLimit) fail(quoted(text) + " does not fit in 64 bits");
     return std::size_t(numerator / den);
   }
-  fail_at(pos, std::string(param) + ": unknown unit " + quoted(text.substr(d.end)) +
-                   " (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB or %)");
+  fail("unknown unit " + quoted(unit) + " in " + quoted(text) +
+       " (use B, KiB, MiB, GiB, TiB, PiB, kB, MB, GB, TB, PB or %)");
+  return 0;  // not reached: fail throws
+}
+
+// A size parameter of a spec: read_size's problems at the value's position, naming the parameter.
+template <class TotalOf>
+std::size_t parse_size(const std::string& text, std::size_t pos, const char* param, TotalOf device_total) {
+  return read_size(text, device_total, [&](const std::string& problem) { fail_at(pos, std::string(param) + ": " + problem); });
 }
 
 long long parse_integer(const std::string& text, std::size_t pos, const char* param, long long lo, long long hi) {
@@ -747,6 +757,26 @@ HandleRef default_from_environment(int slot) {
   }
 }
 
+// tether_parse_size(): one size as a caller writes it, ASCII white space around it ignored; a
+// percentage of `device`'s total memory (TETHER_DEVICE_CURRENT: the calling thread's device).
+std::size_t parse_size_text(const char* text, int device) {
+  if (text == nullptr) core::throw_invalid_argument("text must not be NULL");
+  const std::size_t length = strnlen(text, kMaxSizeText + 1);
+  if (length > kMaxSizeText)
+    core::throw_invalid_argument("a size string of more than " + std::to_string(kMaxSizeText) +
+                                 " characters is too long to be a size (examples: 4096, 64MiB, 1.5GiB, 80%)");
+  std::size_t b = 0, e = length;
+  while (b < e && is_space(text[b])) ++b;
+  while (e > b && is_space(text[e - 1])) --e;
+  const std::string s(text + b, e - b);
+  auto total = [&]() -> std::size_t {
+    if (device == TETHER_DEVICE_HOST)
+      core::throw_invalid_argument(quoted(s) + " is a share of a device's memory, and this size has no device (host memory, or none given)");
+    return device_total_memory(device == TETHER_DEVICE_CURRENT ? core::cuda::current_device() : device);
+  };
+  return read_size(s, total, [](const std::string& problem) { core::throw_invalid_argument(problem); });
+}
+
 }  // namespace tether::capi::spec
 
 using namespace tether;
@@ -775,6 +805,14 @@ TETHER_API tether_status_t tether_resource_get_spec(tether_resource_t* resource,
       core::throw_invalid_argument("capacity " + std::to_string(capacity) + " is too small: the spec needs " +
                                    std::to_string(s.size() + 1) + " bytes with its NUL");
     std::memcpy(buffer, s.c_str(), s.size() + 1);
+  });
+}
+
+TETHER_API tether_status_t tether_parse_size(const char* text, int device, size_t* out) {
+  return guard("tether_parse_size", [&] {
+    require_out(out);
+    *out = 0;
+    *out = spec::parse_size_text(text, device);
   });
 }
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ._ffi import lib
-from ._resources import (Resource, Size, UpstreamAdaptor, create, new_options, query_struct, register,
-                         struct_tuple)
+from ._resources import (Resource, Size, UpstreamAdaptor, create, handle_device, new_options, query_struct,
+                         register, struct_tuple)
 
 
 class ArenaInfo(struct_tuple("tether_arena_info_t")):  # type: ignore[misc]
@@ -41,7 +41,8 @@ class ArenaResource(UpstreamAdaptor):
     def __init__(self, upstream: Resource | None = None, arena_size: Size | None = None, *,
                  superblock_size: Size | None = None, upstream_mr: Resource | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        opts = new_options("tether_arena_options_t", lib.tether_arena_options_init, arena_size=arena_size,
+        opts = new_options("tether_arena_options_t", lib.tether_arena_options_init, handle_device(up),
+                           arena_size=arena_size,
                            superblock_size=superblock_size)
         self._init_from(create(lib.tether_arena_resource_create, up, opts))
 

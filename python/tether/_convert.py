@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import operator
 import os
-import re
-from fractions import Fraction
 from typing import Protocol, SupportsIndex, Union, cast
 
+from ._errors import error_for
 from ._ffi import ffi, lib
 
 SIZE_MAX = (1 << 64) - 1
@@ -127,47 +126,31 @@ DeviceLike = Union[int, SupportsIndex]
 #: A CUDA device id (or ``HOST`` / ``CURRENT_DEVICE``), as the C ABI takes it.
 Device = int
 
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
-}
-# Matched against the string with its ASCII whitespace stripped: one run of
-# optional spaces between number and unit, so matching is linear in the length;
-# [0-9] and re.ASCII so only ASCII digits and spaces count (int() and Fraction()
-# would accept other scripts' digits, and a typo should not become a size).
-_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*([a-zA-Z]*)", re.ASCII)
-_ASCII_SPACE = " \t\n\r\f\v"
-# Longer strings are no size anyone means (SIZE_MAX has 20 digits): refused before parsing.
-_MAX_SIZE_TEXT = 64
+def parse_size(value: object, what: str = "size", device: int = HOST) -> int:
+    """A byte count from an int or a string such as ``"64 MiB"``, ``"1.5GiB"``, ``"100 MB"``, ``"80%"``.
 
-
-def parse_size(value: object, what: str = "size") -> int:
-    """A byte count from an int or a string such as ``"64 MiB"``, ``"1.5GiB"``, ``"100 MB"``.
-
-    Binary units (KiB, MiB, GiB, TiB, PiB) are powers of 1024, decimal units
-    (kB, MB, GB, TB, PB) powers of 1000; units are case-insensitive, the space
-    is optional and a bare number is bytes. The result must be a whole number
-    of bytes in [0, 2**64). Raises ValueError (negative, fractional, unknown
-    unit, too large) or TypeError (not an int or str).
+    Strings are read by the library (``tether_parse_size``), in the grammar of a
+    spec's sizes, so Python, C and specs accept the same text: binary units
+    (KiB, MiB, GiB, TiB, PiB) are powers of 1024, decimal units (kB, MB, GB, TB,
+    PB) powers of 1000; units are case-insensitive, the space is optional and a
+    bare number is bytes. A percentage is a share of ``device``'s total memory,
+    rounded down (``CURRENT_DEVICE``: the calling thread's device); with the
+    default ``HOST`` a percentage is refused. The result must be a whole number
+    of bytes in [0, 2**64). Raises ValueError naming ``what`` (negative,
+    fractional, unknown unit, too large, more than 64 characters), TypeError
+    (not an int or str), or NoDeviceError (a percentage without a GPU).
     """
     if isinstance(value, str):
-        if len(value) > _MAX_SIZE_TEXT:
-            raise ValueError(f"{what}: a size string of {len(value)} characters is too long to be a size "
-                             f"(at most {_MAX_SIZE_TEXT}; examples: 4096, '64 MiB', '1.5 GiB')")
-        m = _SIZE_RE.fullmatch(value.strip(_ASCII_SPACE))
-        if m is None:
-            raise ValueError(f"{what}: cannot read {value!r} as a size (examples: 4096, '64 MiB', '1.5 GiB', '100 MB')")
-        unit = m.group(2).lower()
-        if unit not in _UNITS:
-            raise ValueError(f"{what}: unknown unit {m.group(2)!r} in {value!r} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")
-        exact = Fraction(m.group(1)) * _UNITS[unit]
-        if exact.denominator != 1:
-            raise ValueError(f"{what}: {value!r} is not a whole number of bytes")
-        n = int(exact)
-    elif isinstance(value, bool):
+        text = c_string(value, what)
+        out = ffi.new("size_t*")
+        status = lib.tether_parse_size(text, device, out)
+        if status != lib.TETHER_OK:
+            message = ffi.string(lib.tether_last_error_message()).decode("utf-8", "replace")
+            raise error_for(status, f"{what}: {message.removeprefix('tether_parse_size: ')}")
+        return int(out[0])
+    if isinstance(value, bool):
         raise TypeError(f"{what} must be an int or a string like '64 MiB', not bool")
-    elif isinstance(value, float):
+    if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"{what}: {value!r} is not a whole number of bytes")
         n = int(value)
@@ -183,9 +166,15 @@ def parse_size(value: object, what: str = "size") -> int:
     return n
 
 
-def optional_size(value: object, what: str) -> int:
+def percent_device(device: object) -> int:
+    """The device a percentage size of a device resource refers to: ``device``'s id, or
+    CURRENT_DEVICE for None (resolved by the library only if a percentage is given)."""
+    return CURRENT_DEVICE if device is None else device_value(device)
+
+
+def optional_size(value: object, what: str, device: int = HOST) -> int:
     """parse_size(), with None meaning 0 (the C default)."""
-    return 0 if value is None else parse_size(value, what)
+    return 0 if value is None else parse_size(value, what, device)
 
 
 def stream_value(stream: object) -> int:

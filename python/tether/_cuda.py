@@ -9,7 +9,7 @@ False instead), and host-side resources keep working.
 from __future__ import annotations
 
 from . import _kinds
-from ._convert import DeviceLike, Size, StreamLike, device_value, pool_value, stream_value
+from ._convert import DeviceLike, Size, StreamLike, device_value, percent_device, pool_value, stream_value
 from ._errors import TetherError, check
 from ._ffi import ffi, lib
 from ._resources import Resource, create, new_options, register
@@ -89,7 +89,7 @@ class AsyncResource(Resource):
                  release_threshold: Size | None = None, maximum_pool_size: Size | None = None,
                  use_default_pool: bool = _kinds.ASYNC_USE_DEFAULT_POOL,
                  ipc_handle_type: str | int | None = None) -> None:
-        opts = new_options("tether_async_options_t", lib.tether_async_options_init,
+        opts = new_options("tether_async_options_t", lib.tether_async_options_init, percent_device(device),
                            initial_pool_size=initial_pool_size, release_threshold=release_threshold,
                            maximum_pool_size=maximum_pool_size)
         opts.use_default_pool = 1 if use_default_pool else 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 from . import _kinds
 from ._convert import count_value
 from ._ffi import lib
-from ._resources import (Resource, Size, UpstreamAdaptor, create, new_options, query_struct, register,
-                         struct_tuple)
+from ._resources import (Resource, Size, UpstreamAdaptor, create, handle_device, new_options, query_struct,
+                         register, struct_tuple)
 
 
 class FixedSizeInfo(struct_tuple("tether_fixed_size_info_t")):  # type: ignore[misc]
@@ -42,7 +42,8 @@ class FixedSizeResource(UpstreamAdaptor):
                  blocks_to_preallocate: int = _kinds.FIXED_SIZE_BLOCKS_TO_PREALLOCATE, *,
                  upstream_mr: Resource | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        opts = new_options("tether_fixed_size_options_t", lib.tether_fixed_size_options_init, block_size=block_size)
+        opts = new_options("tether_fixed_size_options_t", lib.tether_fixed_size_options_init, handle_device(up),
+                           block_size=block_size)
         opts.blocks_to_preallocate = count_value(blocks_to_preallocate, "blocks_to_preallocate")
         self._init_from(create(lib.tether_fixed_size_resource_create, up, opts))
 

@@ -9,7 +9,7 @@ registry entry's ``hand`` and keeps the class in its own module.
 
 from __future__ import annotations
 
-from ._convert import DeviceLike, Size
+from ._convert import DeviceLike, Size, percent_device
 from ._cuda import device_or_current
 from ._ffi import lib
 from ._resources import Resource, UpstreamAdaptor, create, new_options, register
@@ -117,5 +117,6 @@ class SamHeadroomResource(Resource):
     def __init__(self, headroom: Size, device: DeviceLike | None = None) -> None:
         if headroom is None:
             raise TypeError("SamHeadroomResource() needs headroom= (bytes of device memory to keep free)")
-        opts = new_options("tether_sam_headroom_options_t", lib.tether_sam_headroom_options_init, headroom=headroom)
+        opts = new_options("tether_sam_headroom_options_t", lib.tether_sam_headroom_options_init,
+                           percent_device(device), headroom=headroom)
         self._init_from(create(lib.tether_sam_headroom_resource_create, device_or_current(device), opts))

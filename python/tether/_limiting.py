@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._convert import parse_size
 from ._ffi import ffi, lib
-from ._resources import Resource, UpstreamAdaptor, _alias, create, new_options, register
+from ._resources import Resource, UpstreamAdaptor, _alias, create, handle_device, new_options, register
 
 
 @register(lib.TETHER_RESOURCE_KIND_LIMITING)
@@ -32,7 +32,7 @@ class LimitingAdaptor(UpstreamAdaptor):
         if the_limit is None:
             raise TypeError("LimitingAdaptor() needs a limit (bytes, or a string like '1 GiB')")
         opts = new_options("tether_limiting_options_t", lib.tether_limiting_options_init,
-                           limit=parse_size(the_limit, "limit"))
+                           limit=parse_size(the_limit, "limit", handle_device(up)))
         self._init_from(create(lib.tether_limiting_adaptor_create, up, opts))
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable, NamedTuple, TypeVar, cast
 
-from ._convert import Size as Size, StreamLike as StreamLike, alignment_value, handle_value, optional_size, parse_size, stream_value
+from ._convert import HOST, Size as Size, StreamLike as StreamLike, alignment_value, handle_value, optional_size, parse_size, stream_value
 from ._errors import InvalidHandleError, check, closed_error, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -87,11 +87,12 @@ def query_struct(ctype: str, fn: Callable[[Any, Any], int], owner: Handle) -> An
     return out
 
 
-def new_options(ctype: str, init: Callable[[Any, int], int], **sizes: object) -> Any:
+def new_options(ctype: str, init: Callable[[Any, int], int], device: int = HOST, /, **sizes: object) -> Any:
     """A ``ctype`` options struct initialised by the library (``init(&o, sizeof o)``),
     then each keyword set as a size (None keeps the library's default; ints or
-    strings like "64 MiB"). A keyword that is no field of the struct is a bug here
-    (KeyError), not a user error."""
+    strings like "64 MiB", or "80%" of ``device``'s memory: see parse_size). A
+    keyword that is no field of the struct is a bug here (KeyError), not a user
+    error."""
     opts = ffi.new(ctype + "*")
     check(init(opts, ffi.sizeof(ctype)))
     fields = struct_fields(ctype)
@@ -99,8 +100,14 @@ def new_options(ctype: str, init: Callable[[Any, int], int], **sizes: object) ->
         if name not in fields:
             raise KeyError(f"{ctype} has no field {name}")
         if value is not None:
-            setattr(opts, name, optional_size(value, name))
+            setattr(opts, name, optional_size(value, name, device))
     return opts
+
+
+def handle_device(handle: Any) -> int:
+    """The device of a live resource handle's memory (HOST for host memory): what a percentage size of
+    a resource over it refers to."""
+    return int(_properties(handle).device)
 
 
 class Statistics(struct_tuple("tether_statistics_t")):  # type: ignore[misc]
@@ -445,7 +452,7 @@ class PoolResource(UpstreamAdaptor):
                  upstream_mr: Resource | None = None, initial_pool_size: Size | None = None,
                  maximum_pool_size: Size | None = None) -> None:
         up = self._upstream_handle(upstream, upstream_mr)
-        opts = new_options("tether_pool_options_t", lib.tether_pool_options_init,
+        opts = new_options("tether_pool_options_t", lib.tether_pool_options_init, handle_device(up),
                            initial_size=_alias(initial_size, initial_pool_size, "initial_size", "initial_pool_size"),
                            maximum_size=_alias(maximum_size, maximum_pool_size, "maximum_size", "maximum_pool_size"),
                            growth_size=growth_size)

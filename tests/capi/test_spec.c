@@ -332,11 +332,61 @@ static void environment_blank_and_huge(void) {
   tether_resource_release(prev);
 }
 
+/* tether_parse_size: the spec grammar of sizes for any caller (Python's parse_size reads strings through it). */
+static void parse_size_reads_what_specs_read(void) {
+  const struct { const char* text; size_t expected; } good[] = {
+      {"4096", 4096}, {"0", 0}, {"64 MiB", (size_t)64 << 20}, {"1.5GiB", (size_t)3 << 29}, {"100 MB", 100000000},
+      {"2kB", 2000}, {"  7 mib \t\n", (size_t)7 << 20}, {".5 KiB", 512}, {"1 PiB", (size_t)1 << 50},
+      {"18446744073709551615", SIZE_MAX},
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; ++i) {
+    size_t out = 1234;
+    CHECK_OK(tether_parse_size(good[i].text, TETHER_DEVICE_HOST, &out));
+    CHECK(out == good[i].expected);
+  }
+  const struct { const char* text; const char* needle; } bad[] = {
+      {"", "cannot read ''"}, {"MiB", "cannot read 'MiB'"}, {"-1", "cannot read '-1'"},
+      {"64 MiBs", "unknown unit 'MiBs' in '64 MiBs'"}, {"1e3", "unknown unit 'e3'"}, {"1 2 MiB", "unknown unit"},
+      {"1.3 B", "not a whole number of bytes"}, {"18446744073709551616", "does not fit in 64 bits"},
+      {"20000000 TiB", "does not fit in 64 bits"}, {"80%", "share of a device's memory"},
+      {"12\xc2\xa0MiB", "unknown unit"},
+      {"1                                                                 KiB", "too long to be a size"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    size_t out = 1234;
+    CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_parse_size(bad[i].text, TETHER_DEVICE_HOST, &out), bad[i].needle);
+    CHECK(out == 0);
+  }
+  size_t out = 0;
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_parse_size(NULL, TETHER_DEVICE_HOST, &out), "text");
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_parse_size("1", TETHER_DEVICE_HOST, NULL), "out");
+  /* The device matters to a percentage only. */
+  CHECK_OK(tether_parse_size("1 KiB", 12345, &out));
+  CHECK(out == 1024);
+  if (!tt_have_gpu()) {
+    const tether_status_t s = tether_parse_size("50%", TETHER_DEVICE_CURRENT, &out);
+    CHECK(s == TETHER_ERROR_NO_DEVICE);
+    CHECK(out == 0);
+    return;
+  }
+  size_t free_bytes = 0, total = 0;
+  REQUIRE_OK(tether_cuda_get_memory_info(0, &free_bytes, &total));
+  CHECK_OK(tether_parse_size("50%", 0, &out));
+  CHECK(out == total / 2);
+  CHECK_OK(tether_parse_size("12.5 %", TETHER_DEVICE_CURRENT, &out));
+  CHECK(out == total / 8);
+  CHECK_OK(tether_parse_size("100%", 0, &out));
+  CHECK(out == total);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_parse_size("100.5%", 0, &out), "more than 100%");
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_parse_size("1%", 1 << 20, &out), "device");
+}
+
 int main(void) {
   RUN(builds_a_host_stack);
   RUN(round_trips);
   RUN(resources_made_in_c_describe_themselves);
   RUN(errors_name_position_and_token);
+  RUN(parse_size_reads_what_specs_read);
   RUN(cuda_specs);
   RUN(host_default_from_environment);
   RUN(binning_bins_round_trip);

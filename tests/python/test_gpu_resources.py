@@ -230,3 +230,18 @@ def test_device_slot(restore_device0):
     up = pool.upstream
     for r in (pool, up, pinned):
         r.close()
+
+
+def test_percentages_of_device_memory_as_specs_take_them():
+    # Python sizes take "80%" as specs do: a share of the device's total memory (of the upstream's
+    # device for an adaptor or pool), rounded down.
+    cupy = pytest.importorskip("cupy")
+    total = cupy.cuda.Device(0).mem_info[1]  # cudaMemGetInfo's total, which tether's percentages use
+    assert tether.parse_size("50%", "size", 0) == total // 2
+    with tether.PoolResource(tether.CudaResource(0), initial_size="1%", maximum_size="2%") as pool:
+        assert pool.pool_info().pool_size >= total // 100
+        assert pool.spec == tether.from_spec("pool(cuda(0), initial_size=1%, maximum_size=2%)").spec
+        with tether.LimitingAdaptor(pool, "1%") as lim:
+            assert lim.limit == total // 100
+    with tether.AsyncResource(0, initial_pool_size="1%") as r:
+        tether.Buffer("1 MiB", resource=r).close()

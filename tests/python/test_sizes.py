@@ -56,3 +56,32 @@ def test_negative_sizes_are_rejected_before_the_library():
             host.allocate(-8)
         with pytest.raises(ValueError):
             tether.PoolResource(host, initial_size=-1)
+
+
+def test_python_reads_sizes_as_specs_do():
+    # One grammar (the library's tether_parse_size): PiB/PB, spaces around, and the messages name the argument.
+    assert tether.parse_size("1 PiB") == 1 << 50
+    assert tether.parse_size("2 PB") == 2 * 10**15
+    with pytest.raises(ValueError, match=r"^growth_size: unknown unit 'parsecs' in '12 parsecs'"):
+        tether.parse_size("12 parsecs", "growth_size")
+    with pytest.raises(ValueError, match="initial_size: '1.5' is not a whole number of bytes"):
+        tether.PoolResource(tether.HostResource(), initial_size="1.5")
+
+
+def test_a_percentage_needs_device_memory():
+    # "80%" is a share of a device's total memory, as in a spec: refused where the size has no device.
+    with pytest.raises(ValueError, match="parse_size: '80%' is a share of a device's memory"):
+        tether.parse_size("80%", "parse_size")
+    with tether.HostResource() as host:
+        with pytest.raises(ValueError, match="initial_size: '10%' is a share of a device's memory"):
+            tether.PoolResource(host, initial_size="10%")
+        with pytest.raises(ValueError, match="limit: '10%' is a share"):
+            tether.LimitingAdaptor(host, "10%")
+        # Not a percentage: the device is never asked for.
+        assert tether.LimitingAdaptor(host, "1 MiB").limit == 1 << 20
+
+
+@pytest.mark.skipif(tether.cuda_available(), reason="checks the error without a CUDA device")
+def test_a_percentage_of_a_device_without_one_is_no_device():
+    with pytest.raises(tether.NoDeviceError):
+        tether.parse_size("50%", "initial_size", tether.CURRENT_DEVICE)

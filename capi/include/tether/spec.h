@@ -72,6 +72,25 @@ TETHER_API tether_status_t tether_resource_create_from_spec(const char* spec, te
 TETHER_API tether_status_t tether_resource_get_spec(tether_resource_t* resource, char* buffer, size_t capacity,
                                                     size_t* out_length);
 
+/**
+ * Read `text` (NUL-terminated) as a size, in the grammar of a spec's size
+ * parameters, into *out: a whole number of bytes given as digits with an
+ * optional decimal point and an optional unit, B, KiB/MiB/GiB/TiB/PiB (powers
+ * of 1024) or kB/MB/GB/TB/PB (powers of 1000), case-insensitive, with optional
+ * spaces between ("4096", "64 MiB", "1.5GiB", "100 MB"), or a percentage of a
+ * device's total memory, rounded down ("80%", "12.5 %"). ASCII white space
+ * around the text is ignored. `device` is used by a percentage only: a CUDA
+ * device id, TETHER_DEVICE_CURRENT (the calling thread's device), or
+ * TETHER_DEVICE_HOST (a percentage is refused). Language bindings read sizes
+ * through this function, so every layer accepts the same strings.
+ * Errors (*out is 0): INVALID_ARGUMENT for a NULL argument, text longer than
+ * 64 characters, text that is not a size (the message quotes it and says why:
+ * unknown unit, not a whole number of bytes, does not fit in 64 bits, more
+ * than 100%), or a percentage with TETHER_DEVICE_HOST or a bad device id;
+ * NO_DEVICE for a percentage without a CUDA driver or device.
+ */
+TETHER_API tether_status_t tether_parse_size(const char* text, int device, size_t* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2368,6 +2368,28 @@ extern "C" {
         out_length: *mut usize,
     ) -> tether_status_t;
 }
+extern "C" {
+    #[doc = " Read `text` (NUL-terminated) as a size, in the grammar of a spec's size"]
+    #[doc = " parameters, into *out: a whole number of bytes given as digits with an"]
+    #[doc = " optional decimal point and an optional unit, B, KiB/MiB/GiB/TiB/PiB (powers"]
+    #[doc = " of 1024) or kB/MB/GB/TB/PB (powers of 1000), case-insensitive, with optional"]
+    #[doc = " spaces between (\"4096\", \"64 MiB\", \"1.5GiB\", \"100 MB\"), or a percentage of a"]
+    #[doc = " device's total memory, rounded down (\"80%\", \"12.5 %\"). ASCII white space"]
+    #[doc = " around the text is ignored. `device` is used by a percentage only: a CUDA"]
+    #[doc = " device id, TETHER_DEVICE_CURRENT (the calling thread's device), or"]
+    #[doc = " TETHER_DEVICE_HOST (a percentage is refused). Language bindings read sizes"]
+    #[doc = " through this function, so every layer accepts the same strings."]
+    #[doc = " Errors (*out is 0): INVALID_ARGUMENT for a NULL argument, text longer than"]
+    #[doc = " 64 characters, text that is not a size (the message quotes it and says why:"]
+    #[doc = " unknown unit, not a whole number of bytes, does not fit in 64 bits, more"]
+    #[doc = " than 100%), or a percentage with TETHER_DEVICE_HOST or a bad device id;"]
+    #[doc = " NO_DEVICE for a percentage without a CUDA driver or device."]
+    pub fn tether_parse_size(
+        text: *const ::std::os::raw::c_char,
+        device: ::std::os::raw::c_int,
+        out: *mut usize,
+    ) -> tether_status_t;
+}
 pub const TETHER_REPLAY_ALLOCATE: tether_replay_action = 1;
 pub const TETHER_REPLAY_DEALLOCATE: tether_replay_action = 2;
 #[doc = " What an operation does. Values are stable."]

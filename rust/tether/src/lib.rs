@@ -47,7 +47,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kinds::ResourceKind;
 pub use resource::{PoolInfo, Properties, Resource, Statistics};
 pub use resources::{
-    AlignedBuilder, AlignedOptions, ArenaBuilder, ArenaInfo, AsyncBuilder, BinningBuilder, BinningInfo,
+    parse_size, AlignedBuilder, AlignedOptions, ArenaBuilder, ArenaInfo, AsyncBuilder, BinningBuilder, BinningInfo,
     CallbackBuilder, CallbackMemory, FixedSizeBuilder, FixedSizeInfo, LoggingBuilder, PoolBuilder, TrackingBuilder,
     TrackingRecord,
 };

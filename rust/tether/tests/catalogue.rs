@@ -500,3 +500,20 @@ fn rust_callbacks_run_on_many_threads_at_once() {
     );
     assert_eq!(Arc::strong_count(&lines), 1);
 }
+
+#[test]
+fn sizes_read_as_specs_read_them() {
+    use tether::{parse_size, Device};
+    assert_eq!(parse_size("64 MiB", Device::Host).unwrap(), 64 << 20);
+    assert_eq!(parse_size(" 1.5GiB ", Device::Host).unwrap(), 3 << 29);
+    assert_eq!(parse_size("100 MB", Device::Host).unwrap(), 100_000_000);
+    let e = parse_size("12 parsecs", Device::Host).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().contains("unknown unit 'parsecs'"), "{e}");
+    let e = parse_size("80%", Device::Host).unwrap_err();
+    assert!(e.message().contains("share of a device's memory"), "{e}");
+    assert_eq!(
+        parse_size("1\0", Device::Host).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}

@@ -47,6 +47,7 @@ pub use cuda::AsyncBuilder;
 pub use fixed_size::{FixedSizeBuilder, FixedSizeInfo};
 pub use logging::LoggingBuilder;
 pub use pool::PoolBuilder;
+pub use spec::parse_size;
 pub use tracking::{TrackingBuilder, TrackingRecord};
 
 /// A C options struct filled with the library's defaults by its `*_options_init`.

@@ -3,8 +3,8 @@ use std::ptr;
 
 use tether_sys as sys;
 
-use crate::error::{Error, Result};
-use crate::Resource;
+use crate::error::{check, Error, Result};
+use crate::{Device, Resource};
 
 impl Resource {
     /// Build the resource stack that `spec` names (`tether_resource_create_from_spec`),
@@ -31,4 +31,17 @@ impl Resource {
             status
         })
     }
+}
+
+/// Read `text` as a size, in the grammar of a spec's sizes (`tether_parse_size`): `"4096"`,
+/// `"64 MiB"`, `"1.5GiB"`, `"100 MB"`, or `"80%"` of `device`'s total memory, rounded down
+/// ([`Device::Host`] refuses a percentage). `InvalidArgument` for text that is not a size (the
+/// message quotes it and says why); `NoDevice` for a percentage without a GPU.
+pub fn parse_size(text: &str, device: Device) -> Result<usize> {
+    let c =
+        CString::new(text).map_err(|_| Error::new(sys::TETHER_ERROR_INVALID_ARGUMENT, "text: contains a NUL byte"))?;
+    let mut out = 0usize;
+    // SAFETY: NUL-terminated string; valid out-pointer.
+    check(unsafe { sys::tether_parse_size(c.as_ptr(), device.as_raw(), &mut out) })?;
+    Ok(out)
 }
