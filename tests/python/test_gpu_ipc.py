@@ -2,7 +2,7 @@
 over a cuda resource, import in a child, read and write back, release in both
 orders, many buffers, a killed importer and a killed exporter, events; the same
 for an async pool with ipc_handle_type="posix_fd" (the pool's descriptor sent
-over a Unix socket with tether.ipc)."""
+over a Unix socket with tether.ipc); and the Dask example of docs/ipc.rst."""
 
 from __future__ import annotations
 
@@ -271,3 +271,28 @@ def test_async_without_posix_fd_names_why():
     with tether.AsyncResource(0) as r, tether.Buffer(MiB, r) as b:
         with pytest.raises(tether.NotSupportedError, match="posix_fd"):
             b.export_ipc()
+
+
+def test_the_dask_example_of_the_docs_runs():
+    # docs/ipc.rst's Dask example, as the page prints it (read from the page, so the two cannot
+    # drift): a LocalCluster of two worker processes; worker A makes and exports a buffer, worker
+    # B imports it and sums it. Run as a script (its __main__ guard), in its own interpreter.
+    pytest.importorskip("distributed")
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import textwrap
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "ipc.rst").read_text(encoding="utf-8")
+    start = page.index("with ``distributed`` installed::") + len("with ``distributed`` installed::")
+    lines = []
+    for line in page[start:].splitlines()[1:]:
+        if line and not line.startswith("   "):
+            break
+        lines.append(line)
+    script = textwrap.dedent("\n".join(lines))
+    assert "client.submit(consume, data, workers=[b])" in script and "assert total == 7 << 20" in script
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
