@@ -22,7 +22,8 @@
 #        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
 #        bench_torch_train.py; TETHER_GPU_STEPS: which of "build ctest pytest bench peer clients" to
 #        run, default all - e.g. TETHER_GPU_STEPS=peer for the peer table alone,
-#        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed)
+#        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed, unless
+#        TETHER_GPU_REUSE_SITE=1 and an earlier call on the same machine installed it)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -148,9 +149,15 @@ fi
 
 # ---- 3. Python package and pytest ----------------------------------------------------------
 : >"$OUT/pytest.log"
-rm -rf "$SITE"
-if step "pip install . (into $SITE)" "$OUT/pytest.log" \
-  "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir --target "$SITE" "$ROOT"; then
+# TETHER_GPU_REUSE_SITE=1: a later call on the same warm machine keeps the package an earlier
+# call installed (the checkout unchanged), instead of building it again.
+if [ "${TETHER_GPU_REUSE_SITE:-0}" = 1 ] && [ -f "$SITE/tether/__init__.py" ]; then
+  install_site() { echo "reusing the package installed in $SITE (TETHER_GPU_REUSE_SITE=1)"; }
+else
+  rm -rf "$SITE"
+  install_site() { "$PY" -m pip install --no-build-isolation --no-deps --no-cache-dir --target "$SITE" "$ROOT"; }
+fi
+if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
   want pytest && step "pytest tests/python" "$OUT/pytest.log" \
     "$PY" -m pytest ${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"} -q -ra -p no:cacheprovider --durations=15
