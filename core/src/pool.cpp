@@ -144,7 +144,7 @@ using pool_detail::take_own;
 class PoolResource final : public Resource {
  public:
   PoolResource(ResourcePtr upstream, const PoolOptions& o)
-      : Resource(pool_properties(upstream)),
+      : Resource(pool_properties(upstream), true),  // counts in its arenas (self_tally)
         upstream_(std::move(upstream)),
         order_(upstream_->stream_order()),
         serial_(g_pool_serial.fetch_add(1, std::memory_order_relaxed) + 1) {
@@ -247,6 +247,19 @@ class PoolResource final : public Resource {
     if (error) std::rethrow_exception(error);
   }
 
+  // The outstanding counters: the sums over every arena (the list is
+  // append-only and each arena lives as long as the pool, so no lock).
+  Tally self_tally() const noexcept override {
+    Tally t;
+    for (const Arena* a = listed_.load(std::memory_order_acquire); a != nullptr; a = a->next_listed) {
+      t.count += a->live_count.load(std::memory_order_relaxed);
+      t.bytes += a->live_bytes.load(std::memory_order_relaxed);
+      t.dependent_count += a->dependent_count.load(std::memory_order_relaxed);
+      t.dependent_bytes += a->dependent_bytes.load(std::memory_order_relaxed);
+    }
+    return t;
+  }
+
   PoolInfo info() const {
     World world(const_cast<PoolResource&>(*this));
     // Cached blocks are free memory: coalesce them, so the figures are those of a pool without the cache.
@@ -290,6 +303,7 @@ class PoolResource final : public Resource {
           b->request.set(alignment, owner);
           a.table.insert(b->addr, b);
           a.used += b->size;
+          pool_detail::tally(a, owner, +1, bytes);
           return reinterpret_cast<void*>(b->addr);
         }
       }
@@ -317,7 +331,7 @@ class PoolResource final : public Resource {
       const std::size_t slot = holder->table.find(addr);
       if (slot != BlockTable::npos) return free_block(a, *holder, slot, bytes, alignment, owner);
     }
-    throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
+    throw_not_ours(addr);
   }
 
  private:
@@ -359,6 +373,10 @@ class PoolResource final : public Resource {
     return "pool: pointer " + hex(addr) + " was handed out through another resource over this pool than the one it was freed into";
   }
 
+  [[noreturn]] static void throw_not_ours(std::uintptr_t addr) {
+    throw_invalid_argument("pool: pointer " + hex(addr) + " was not allocated by this pool (or was already freed)");
+  }
+
   static std::string hex(std::uintptr_t v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#jx", static_cast<std::uintmax_t>(v));
@@ -376,6 +394,8 @@ class PoolResource final : public Resource {
     Arena* raw = a.get();
     by_stream_.emplace(stream, raw);
     arenas_.push_back(std::move(a));  // cannot throw: reserved
+    raw->next_listed = listed_.load(std::memory_order_relaxed);
+    listed_.store(raw, std::memory_order_release);  // self_tally() may walk the list now
     return raw;
   }
 
@@ -434,6 +454,7 @@ class PoolResource final : public Resource {
     }
     holder.table.erase_at(slot);
     holder.used -= b->size;
+    pool_detail::tally(a, owner, -1, bytes);
     if (!rec && a.quick.push(b)) {  // kept whole for this stream's next request of its size
       if (order_ != nullptr) ++a.unrecorded;
       return;
@@ -833,6 +854,7 @@ class PoolResource final : public Resource {
   std::size_t chunk_count_ = 0;
   Chunk* chunks_ = nullptr;
   std::vector<std::unique_ptr<Arena>> arenas_;  // never removed
+  std::atomic<Arena*> listed_{nullptr};         // the same arenas, newest first (Arena::next_listed)
   std::unordered_map<stream_t, Arena*> by_stream_;
   Arena* host_arena_ = nullptr;     // a host pool's only arena (streams are all one)
   FreeIndex untouched_{nullptr, false};  // stream-ordered pools: memory no stream has used yet

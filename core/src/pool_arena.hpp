@@ -178,7 +178,33 @@ struct alignas(64) Arena {
   std::size_t used = 0;                  // bytes in the blocks of `table`
   std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
   QuickCache quick;                      // small blocks freed on this stream, kept whole
+  // The pool's outstanding counters (Resource::self_tally): allocations this
+  // arena handed out minus those freed on its stream, and their requested
+  // bytes; of those, the ones dependents took (allocate_for). Signed: a block
+  // allocated on one stream and freed on another leaves +1 here, -1 there.
+  // Written under the lock (a relaxed load and store: no read-modify-write),
+  // read without it.
+  std::atomic<std::int64_t> live_count{0};
+  std::atomic<std::int64_t> live_bytes{0};
+  std::atomic<std::int64_t> dependent_count{0};
+  std::atomic<std::int64_t> dependent_bytes{0};
+  Arena* next_listed = nullptr;          // the pool's list of arenas, read without its lock (pool.cpp)
 };
+
+// Count an allocation (sign +1) or a free (-1) of `bytes` requested bytes by
+// `owner` in a's counters. a locked.
+inline void tally(Arena& a, owner_t owner, std::int64_t sign, std::size_t bytes) noexcept {
+  const auto add = [](std::atomic<std::int64_t>& c, std::int64_t d) {
+    c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  };
+  const std::int64_t b = sign * static_cast<std::int64_t>(bytes);
+  add(a.live_count, sign);
+  add(a.live_bytes, b);
+  if (owner != kCaller) {
+    add(a.dependent_count, sign);
+    add(a.dependent_bytes, b);
+  }
+}
 
 // Holds a chunk's lock while blocks of it are split, merged or re-indexed,
 // unless the chunk is not shared (a host pool's: its one arena's mutex is held).
@@ -268,6 +294,7 @@ inline void* carve(Arena& a, Block* b, FreeIndex* home, std::size_t n, std::size
   ++b->chunk->allocated;
   a.table.insert(b->addr, b);
   a.used += b->size;
+  tally(a, owner, +1, bytes);
   return reinterpret_cast<void*>(b->addr);
 }
 

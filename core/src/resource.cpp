@@ -69,30 +69,48 @@ std::uint64_t clamp(std::int64_t v) noexcept { return v > 0 ? static_cast<std::u
 
 }  // namespace
 
-Resource::Resource(Properties p) noexcept : props_(p), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
+Resource::Resource(Properties p) noexcept : Resource(p, false) {}
+
+Resource::Resource(Properties p, bool self_counted) noexcept
+    : props_(p), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)), self_counted_(self_counted) {}
 
 // Relaxed sums: the counters are statistics. Exact once the calls that
 // changed them happened-before this read; racing reads are clamped at 0 (a
 // free counted in one stripe may be seen before its allocation in another).
-std::uint64_t Resource::outstanding_count() const noexcept {
-  std::uint64_t sum = 0;  // unsigned: wraps instead of overflowing; read back as signed
+// Sums are unsigned: they wrap instead of overflowing, and are read back as signed.
+std::int64_t Resource::tally_count() const noexcept {
+  if (self_counted_) return self_tally().count;
+  std::uint64_t sum = 0;
   for (const CounterStripe& s : stripes_) sum += static_cast<std::uint64_t>(s.count.load(std::memory_order_relaxed));
-  return static_cast<std::int64_t>(sum) > 0 ? sum : 0;
+  return static_cast<std::int64_t>(sum);
 }
 
-std::uint64_t Resource::outstanding_bytes() const noexcept {
-  std::uint64_t sum = 0;  // unsigned: wraps instead of overflowing; read back as signed
+std::int64_t Resource::tally_bytes() const noexcept {
+  if (self_counted_) return self_tally().bytes;
+  std::uint64_t sum = 0;
   for (const CounterStripe& s : stripes_) sum += static_cast<std::uint64_t>(s.bytes.load(std::memory_order_relaxed));
-  return static_cast<std::int64_t>(sum) > 0 ? sum : 0;
+  return static_cast<std::int64_t>(sum);
 }
+
+std::uint64_t Resource::outstanding_count() const noexcept { return clamp(tally_count()); }
+
+std::uint64_t Resource::outstanding_bytes() const noexcept { return clamp(tally_bytes()); }
 
 std::size_t Resource::normalize_alignment(std::size_t alignment) { return checked_alignment(alignment); }
 
 std::uint64_t Resource::caller_outstanding_count() const noexcept {
+  if (self_counted_) {
+    const Tally t = self_tally();
+    return clamp(t.count - t.dependent_count);
+  }
   return clamp(static_cast<std::int64_t>(outstanding_count()) - dependent_count_.load(std::memory_order_relaxed));
 }
 
 std::uint64_t Resource::caller_outstanding_bytes() const noexcept {
+  if (self_counted_) {
+    const Tally t = self_tally();
+    return clamp(t.bytes - t.dependent_bytes);
+  }
   return clamp(static_cast<std::int64_t>(outstanding_bytes()) - dependent_bytes_.load(std::memory_order_relaxed));
 }
 
@@ -100,6 +118,7 @@ std::uint64_t Resource::caller_outstanding_bytes() const noexcept {
 // not synchronisation. The update is on this thread's stripe, a line no
 // other thread writes (an owned one), or one of the few shared ones.
 inline void Resource::count_allocation(owner_t owner, std::size_t bytes) noexcept {
+  if (self_counted_) return;  // the subclass counted it
   const unsigned i = this_thread_stripe(kCounterStripes, kSharedStripes);
   CounterStripe& s = stripes_[i];
   const bool owned = i < kCounterStripes;
@@ -112,6 +131,7 @@ inline void Resource::count_allocation(owner_t owner, std::size_t bytes) noexcep
 }
 
 inline void Resource::count_free(owner_t owner, std::size_t bytes) noexcept {
+  if (self_counted_) return;  // the subclass counted it
   const unsigned i = this_thread_stripe(kCounterStripes, kSharedStripes);
   CounterStripe& s = stripes_[i];
   const bool owned = i < kCounterStripes;

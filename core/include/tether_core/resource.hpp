@@ -182,6 +182,24 @@ class Resource : public std::enable_shared_from_this<Resource> {
     do_deallocate(ptr, bytes, alignment, stream);
   }
 
+  // A resource whose allocate and free paths take a lock of their own anyway
+  // (the pool: its arena's) may keep the outstanding counters itself, under
+  // that lock, instead of paying this class's per-call counter update: it
+  // passes self_counted = true, counts in do_allocate_for/do_deallocate_for
+  // every allocation they hand out or take back (a caller's and a
+  // dependent's), and reports the sums in self_tally(). The counters it
+  // keeps follow the rules of outstanding_count(): exact once the calls that
+  // changed them happened-before the read, never torn (relaxed atomics
+  // written under its lock, read without it).
+  struct Tally {
+    std::int64_t count = 0;            // all allocations (callers' and dependents')
+    std::int64_t bytes = 0;
+    std::int64_t dependent_count = 0;  // of those, the ones taken through allocate_for()
+    std::int64_t dependent_bytes = 0;
+  };
+  Resource(Properties p, bool self_counted) noexcept;
+  virtual Tally self_tally() const noexcept { return Tally{}; }
+
  private:
   struct DeferredFrees;  // resource.cpp
   DeferredFrees* deferred_list();  // created at the first deallocate_after() that defers
@@ -211,8 +229,13 @@ class Resource : public std::enable_shared_from_this<Resource> {
   void count_allocation(owner_t owner, std::size_t bytes) noexcept;
   void count_free(owner_t owner, std::size_t bytes) noexcept;
 
+  // The counters below, or self_tally() (see the constructor taking self_counted).
+  std::int64_t tally_count() const noexcept;
+  std::int64_t tally_bytes() const noexcept;
+
   Properties props_;
   const owner_t id_;
+  const bool self_counted_ = false;
   CounterStripe stripes_[kCounterStripes + kSharedStripes];
   // What dependents hold (allocate_for): chunk-sized, rare, one line suffices.
   std::atomic<std::int64_t> dependent_count_{0};
