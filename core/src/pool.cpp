@@ -297,11 +297,10 @@ class PoolResource final : public Resource {
       std::lock_guard<pool_detail::ArenaLock> lock(a.mutex);
       // The fastest path: a block of exactly this size freed on this stream.
       if (n <= QuickCache::kMaxGranules * kGranule && alignment <= kGranule) {
-        a.table.reserve_one();  // may throw: nothing changed yet
-        if (Block* b = a.quick.pop(n >> pool_detail::kGranuleShift)) {
+        a.quick.note(n >> pool_detail::kGranuleShift);
+        if (Block* b = a.quick.pop(n >> pool_detail::kGranuleShift)) {  // still in a.table
           b->request.bytes = bytes;
           b->request.set(alignment, owner);
-          a.table.insert(b->addr, b);
           a.used += b->size;
           pool_detail::tally(a, owner, +1, bytes);
           return reinterpret_cast<void*>(b->addr);
@@ -437,6 +436,7 @@ class PoolResource final : public Resource {
                   owner_t owner) {
     Block* b = holder.table.at(slot);
     const std::uintptr_t addr = b->addr;
+    if (b->request.cached()) throw_not_ours(addr);  // freed already, waiting in the quick cache
     if (b->request.owner() != owner) throw_invalid_argument(wrong_owner(addr, b->request.owner(), owner));
     if (b->request.bytes != bytes) {
       throw_invalid_argument("pool: size mismatch freeing " + hex(addr) + ": allocated " + bytes_text(b->request.bytes) +
@@ -452,13 +452,15 @@ class PoolResource final : public Resource {
       if (a.event == nullptr) a.event = order_->create_event();
       order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
     }
-    holder.table.erase_at(slot);
     holder.used -= b->size;
     pool_detail::tally(a, owner, -1, bytes);
-    if (!rec && a.quick.push(b)) {  // kept whole for this stream's next request of its size
+    // Kept whole, and in the table, for this stream's next request of its
+    // size: only a block of a's own (the table it stays in is a's).
+    if (!rec && &holder == &a && a.quick.push(b)) {
       if (order_ != nullptr) ++a.unrecorded;
       return;
     }
+    holder.table.erase_at(slot);
     {
       ChunkGuard g(b->chunk);
       --b->chunk->allocated;

@@ -42,6 +42,11 @@ struct alignas(64) Block {
     }
     std::size_t alignment() const noexcept { return std::size_t{1} << (tag & 63u); }
     owner_t owner() const noexcept { return tag >> 6; }
+    // A freed block kept in its arena's quick cache (pool_arena.hpp) and still
+    // in its table: no owner can be 2^58 - 1 and no alignment 2^63, so no
+    // allocated block has this tag.
+    static constexpr std::uint64_t kCached = ~std::uint64_t{0};
+    bool cached() const noexcept { return tag == kCached; }
   };
 
   std::uintptr_t addr = 0;
@@ -52,7 +57,7 @@ struct alignas(64) Block {
   FreeIndex* index = nullptr;  // free: the index holding it; allocated: nullptr (chunk lock)
   union {
     Links links{};
-    Request request;
+    Request request;  // (a block in a quick cache: links.prev links the cache, request.tag is kCached)
   };
 };
 static_assert(sizeof(Block) == 64, "a block record is one cache line");

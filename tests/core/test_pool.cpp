@@ -107,6 +107,42 @@ TEST(Pool, RejectedFreeChangesNothing) {
   EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
 }
 
+// A small block freed on its stream waits whole in the arena's quick cache
+// (and in its table) for the next request of its size. A second free of it -
+// on its stream, on another stream, with another size - is refused and
+// changes nothing: the next request of its size gets it back, once, and the
+// outstanding counters stay exact.
+TEST(Pool, RepeatedFreesOfACachedBlockAreRejected) {
+  for (const bool ordered : {false, true}) {
+    SCOPED_TRACE(ordered ? "stream-ordered" : "host");
+    ResourcePtr up = ordered ? ResourcePtr(std::make_shared<test::OrderedUpstream>()) : core::make_host_resource();
+    auto pool = make_pool(up, MiB);
+    void* p = pool->allocate(1000, 0, 1);
+    void* other = pool->allocate(1000, 0, 1);
+    pool->deallocate(p, 1000, 0, 1);
+    EXPECT_EQ(pool->outstanding_count(), 1u);
+    EXPECT_EQ(pool->outstanding_bytes(), 1000u);
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, 1000, 0, 1); }));
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, 1000, 0, 2); }));
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, 512, 0, 1); }));
+    EXPECT_EQ(pool->outstanding_count(), 1u);
+    EXPECT_EQ(pool->outstanding_bytes(), 1000u);
+    void* q = pool->allocate(1000, 0, 1);
+    EXPECT_EQ(q, p);
+    void* r = pool->allocate(1000, 0, 1);
+    EXPECT_NE(r, p);
+    EXPECT_EQ(pool->outstanding_count(), 3u);
+    pool->deallocate(r, 1000, 0, 1);
+    pool->deallocate(q, 1000, 0, 1);
+    pool->deallocate(other, 1000, 0, 1);
+    EXPECT_EQ(pool->outstanding_count(), 0u);
+    EXPECT_EQ(pool->outstanding_bytes(), 0u);
+    EXPECT_EQ(core::pool_info(*pool).free_bytes, MiB);
+    EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(q, 1000, 0, 1); }));
+  }
+}
+
 // A free finds its block through the granule map: an address where a block
 // started before it merged away, one inside a later, larger block, one not
 // on a granule, one outside every chunk and one in a chunk already given back
