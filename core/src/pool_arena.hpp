@@ -276,7 +276,14 @@ inline bool mergeable(const FreeIndex* other, const FreeIndex* idx) noexcept {
 // Put b (not indexed) into idx, merging it with neighbours that may join it
 // (records of merged-away blocks go to a's cache). Chunk lock held.
 inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
-  if (Block* p = b->prev_phys; p != nullptr && mergeable(p->index, idx)) {
+  // mergeable(other, idx), as one comparison pair without a branch between
+  // them (whether a neighbour is free is a coin toss on mixed sizes):
+  // `other` is idx itself, or the settled index of a fresh idx's arena.
+  const FreeIndex* const alt = idx->fresh() ? &idx->owner()->settled : idx;
+  const auto joins = [idx, alt](const Block* nb) {
+    return nb != nullptr && ((nb->index == idx) | (nb->index == alt));
+  };
+  if (Block* p = b->prev_phys; joins(p)) {
     p->index->remove(p);
     p->size += b->size;
     p->next_phys = b->next_phys;
@@ -284,7 +291,7 @@ inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
     a.nodes.put(b);
     b = p;
   }
-  if (Block* n = b->next_phys; n != nullptr && mergeable(n->index, idx)) {
+  if (Block* n = b->next_phys; joins(n)) {
     n->index->remove(n);
     b->size += n->size;
     b->next_phys = n->next_phys;
