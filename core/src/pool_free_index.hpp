@@ -65,6 +65,7 @@ class FreeIndex {
 
   // A block of at least `bytes`, in O(1), or nullptr. It stays in the index.
   Block* find(std::size_t bytes) const noexcept {
+    if (first_level_ == 0) return nullptr;  // (a host pool's fresh index always is empty)
     std::uint64_t u = bytes >> kGranuleShift;
     // Up to the next class boundary (no branch: see map()).
     u += u >= kSecond ? (std::uint64_t{1} << (log2(u | 1) - kSecondBits)) - 1 : 0;
@@ -84,6 +85,7 @@ class FreeIndex {
   // in. find() skips that class (its smaller members would not fit), so this
   // is the fallback before the pool grows.
   Block* scan_own_class(std::size_t bytes, std::size_t limit) const noexcept {
+    if (first_level_ == 0) return nullptr;
     unsigned fl, sl;
     map(bytes >> kGranuleShift, fl, sl);
     Block* best = nullptr;
