@@ -447,7 +447,7 @@ class PoolResource final : public Resource {
   }
 
   // Free the block in `owner`'s table at `slot` on arena a's stream. Both locked.
-  void free_block(Arena& a, Arena& holder, std::size_t slot, std::size_t bytes, std::size_t alignment,
+  __attribute__((always_inline)) void free_block(Arena& a, Arena& holder, std::size_t slot, std::size_t bytes, std::size_t alignment,
                   owner_t owner) {
     Block* b = holder.table.at(slot);
     // One comparison for owner and alignment (and the cached mark, which no
