@@ -265,20 +265,14 @@ inline Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
   return c;
 }
 
-// May a free neighbour in `other` merge into a block going into `idx`? Into
-// its own index, and into a fresh index from the same arena's settled one
-// (the merged block is then uncovered until the next record, which is
-// conservative). Chunk lock held.
-inline bool mergeable(const FreeIndex* other, const FreeIndex* idx) noexcept {
-  return other == idx || (other != nullptr && idx->fresh() && other == &idx->owner()->settled);
-}
-
 // Put b (not indexed) into idx, merging it with neighbours that may join it
 // (records of merged-away blocks go to a's cache). Chunk lock held.
 inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
-  // mergeable(other, idx), as one comparison pair without a branch between
-  // them (whether a neighbour is free is a coin toss on mixed sizes):
-  // `other` is idx itself, or the settled index of a fresh idx's arena.
+  // A free neighbour may merge into a block going into idx if it is in idx
+  // itself, or idx is fresh and it is in the same arena's settled index (the
+  // merged block is then uncovered until the next record, which is
+  // conservative). One comparison pair, no branch between them: whether a
+  // neighbour is free is a coin toss on mixed sizes.
   const FreeIndex* const alt = idx->fresh() ? &idx->owner()->settled : idx;
   const auto joins = [idx, alt](const Block* nb) {
     return nb != nullptr && ((nb->index == idx) | (nb->index == alt));
