@@ -20,7 +20,8 @@
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
 #        harness runs, bounded by TETHER_PEER_SECONDS; with .clients, the clients step (about 6
 #        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
-#        bench_torch_train.py; TETHER_GPU_STEPS: which of "build ctest pytest bench peer clients" to
+#        bench_torch_train.py; TETHER_GPU_BENCHES: which benchmarks the bench step runs (default all:
+#        gpu_alloc pool_rmm host catalogue replay python ipc hooks thrust train); TETHER_GPU_STEPS: which of "build ctest pytest bench peer clients" to
 #        run, default all - e.g. TETHER_GPU_STEPS=peer for the peer table alone,
 #        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed, unless
 #        TETHER_GPU_REUSE_SITE=1 and an earlier call on the same machine installed it)
@@ -177,43 +178,61 @@ else
 fi
 
 # ---- 4. benchmarks ---------------------------------------------------------------------------
+# TETHER_GPU_BENCHES picks which run (default all): gpu_alloc pool_rmm host catalogue replay python
+# ipc hooks thrust train.
+BENCHES=" ${TETHER_GPU_BENCHES:-gpu_alloc pool_rmm host catalogue replay python ipc hooks thrust train} "
+bench() { [[ $BENCHES == *" $1 "* ]]; }
 : >"$OUT/bench.log"
 if want bench; then
-if [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
+if ! bench gpu_alloc; then
+  :
+elif [ -x "$BUILD/benchmarks/gpu/bench_gpu_alloc" ]; then
   step "bench_gpu_alloc (C ABI vs raw driver)" "$OUT/bench.log" \
     timeout 300 "$BUILD/benchmarks/gpu/bench_gpu_alloc" "${TETHER_BENCH_OPS:-20000}" 5 8
 else
   SUMMARY+=("SKIPPED      bench_gpu_alloc (not built)")
 fi
+# RMM's pool and arena beside tether's pool: the live sweep and the footprint (issue 22).
+if ! bench pool_rmm; then
+  :
+elif [ "$PY_OK" = 1 ] && [ -d /tmp/site/librmm/include ]; then
+  step "bench_pool_rmm (RMM pool/arena vs tether pool: live sweep, footprint over 8 seeds)" "$OUT/bench.log" \
+    env SITE=/tmp/site TETHER_SITE="$SITE" OUT_BIN=/tmp/bench_pool_rmm timeout 240 \
+    bash "$ROOT/benchmarks/gpu/build_pool_rmm.sh" 5
+else
+  SUMMARY+=("SKIPPED      bench_pool_rmm (no librmm wheel in /tmp/site)")
+fi
 # The host pool on this (quiet, many-core) machine: vs glibc, the live sweep, footprint, threads.
 for b in bench_pool_vs_malloc bench_pool_vs_malloc_core; do
-  if [ -x "$BUILD/benchmarks/c/$b" ]; then
+  if bench host && [ -x "$BUILD/benchmarks/c/$b" ]; then
     step "$b (host pool vs glibc)" "$OUT/bench.log" timeout 240 "$BUILD/benchmarks/c/$b" "${TETHER_HOST_BENCH_OPS:-1000000}" 5
   fi
 done
-if [ -x "$BUILD/benchmarks/gpu/bench_catalogue_alloc" ]; then
+if bench catalogue && [ -x "$BUILD/benchmarks/gpu/bench_catalogue_alloc" ]; then
   step "bench_catalogue_alloc (arena, binning, pool; 1/4/8 threads)" "$OUT/bench.log" \
     timeout 240 "$BUILD/benchmarks/gpu/bench_catalogue_alloc" "${TETHER_BENCH_OPS:-20000}" 5
 fi
 if [ "$PY_OK" = 1 ]; then
   # What the package says about this machine, and a log recorded on the GPU replayed with a plot.
   step "tether info" "$OUT/env.log" "$PY" -m tether info
-  step "record_and_replay.py --device 0 (tether replay --plot)" "$OUT/bench.log" \
-    "$PY" "$ROOT/examples/python/record_and_replay.py" --device 0 --out "$OUT"
-  rm -f "$OUT/log.csv"
-  step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
+  if bench replay; then
+    step "record_and_replay.py --device 0 (tether replay --plot)" "$OUT/bench.log" \
+      "$PY" "$ROOT/examples/python/record_and_replay.py" --device 0 --out "$OUT"
+    rm -f "$OUT/log.csv"
+  fi
+  bench python && step "bench_python.py (tether vs CuPy, PyTorch)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_python.py" "${TETHER_BENCH_OPS:-20000}" 5
-  step "bench_ipc.py (IPC round trip: pool(cuda), async posix_fd)" "$OUT/bench.log" \
+  bench ipc && step "bench_ipc.py (IPC round trip: pool(cuda), async posix_fd)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_ipc.py" 200
-  step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
+  bench hooks && step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
     timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
   # Thrust and CUB through tether::thrust_allocator: 10M keys sorted and checked; the sort's
   # time vs Thrust's default allocator and RMM's thrust_allocator (librmm wheel in /tmp/site).
-  step "thrust_sort (examples/cpp_thrust: Thrust/CUB memory from tether vs default vs RMM)" "$OUT/bench.log" \
+  bench thrust && step "thrust_sort (examples/cpp_thrust: Thrust/CUB memory from tether vs default vs RMM)" "$OUT/bench.log" \
     env SITE=/tmp/site TETHER_SITE="$SITE" ARCH=sm_90 OUT_BIN=/tmp/thrust_sort timeout 240 \
     bash "$ROOT/examples/cpp_thrust/build.sh" 10000000 15
   # shellcheck disable=SC2086
-  step "bench_torch_train.py (transformer, a new sequence length each step: caching, cudaMallocAsync, tether, RMM)" \
+  bench train && step "bench_torch_train.py (transformer, a new sequence length each step: caching, cudaMallocAsync, tether, RMM)" \
     "$OUT/bench.log" timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_torch_train.py" ${TETHER_TRAIN_ARGS:-}
 else
   SUMMARY+=("SKIPPED      bench_python.py, bench_hooks.py (the package did not install)")
@@ -247,7 +266,7 @@ fi
   grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
   grep -A4 "^sort of .* keys, median" "$OUT/bench.log" | sed 's/^/    /'
-  grep -E "target \(issue 1[3]\)|target \(issue 20\)|target <=|^ratio " "$OUT/bench.log" | sed 's/^/    /'
+  grep -E "target \(issue 1[3]\)|target \(issue 2[02]\)|target <=|^ratio |median .*, max .* over" "$OUT/bench.log" | sed 's/^/    /'
   [ -f "$OUT/clients-summary.txt" ] &&
     grep -E "^(rmm|cupy) +(baseline|tether) |differ baseline|^verdict" "$OUT/clients-summary.txt" | sed 's/^/    clients: /'
   echo "logs: $OUT"

@@ -4,12 +4,17 @@ library's own allocator vs RMM's hook over an RMM pool, measured in one run.
   torch.empty(n, device="cuda")   PyTorch's caching allocator | tether.torch.enable(pool) | rmm_torch_allocator
   cupy.empty(n, uint8)            CuPy's MemoryPool           | tether.cupy.allocator(pool) | rmm_cupy_allocator
 
-n = 256 B and 1 MiB; each contender runs in its own interpreter (PyTorch lets
-a process pick its allocator once). Each reports the median over repetitions
+n = 256 B, 1 MiB, and "random": a fixed sequence of sizes log-uniform in
+256 B - 1 MiB (seed 42, the same in every interpreter), one size per
+iteration. Each contender runs in its own interpreter (PyTorch lets a
+process pick its allocator once). Each reports the median over repetitions
 of ns per allocate+free (the tensor/array is created and dropped in a loop;
 memory is not touched). tether and RMM pools are created with a 1 GiB initial
 size, so no measured allocation grows a pool. Ratios are against the library's
 own allocator and against RMM's hook from the same run.
+
+Targets (issue 22): torch.empty through tether's hook <= 0.95x the caching allocator, cupy.empty
+through tether.cupy <= 1.0x CuPy's MemoryPool, at every size.
 
 usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--json FILE]
 """
@@ -22,7 +27,8 @@ import subprocess
 import sys
 import textwrap
 
-SIZES = (256, 1 << 20)
+SIZES = (256, 1 << 20, "random")
+TARGET = {"torch": 0.95, "cupy": 1.0}  # tether / own, issue 22
 
 SETUP = {
     ("torch", "own"): "import torch",
@@ -90,32 +96,35 @@ LOOP = {
 }
 
 MEASURE = """
-import json, time
+import json, math, random, time
 results = {}
+rng = random.Random(42)
+RANDOM = [int(math.exp(rng.uniform(math.log(256), math.log(1 << 20)))) for _ in range(ITERS)]
 for n in SIZES:
-    for _ in range(1000):
-        make(n)
+    seq = RANDOM if n == "random" else [n] * ITERS
+    for k in seq[:1000]:
+        make(k)
     sync()
     reps = []
     for _ in range(REPS):
         t0 = time.perf_counter_ns()
-        for _ in range(ITERS):
-            make(n)
+        for k in seq:
+            make(k)
         reps.append((time.perf_counter_ns() - t0) / ITERS)
     sync()
-    results[n] = reps
+    results[str(n)] = reps
 print("RESULT " + json.dumps(results))
 """
 
 
-def measure(lib: str, who: str, iters: int, reps: int) -> dict[int, float] | str:
+def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str:
     code = "\n".join([textwrap.dedent(SETUP[(lib, who)]), textwrap.dedent(LOOP[lib]),
                       f"SIZES = {SIZES!r}; ITERS = {iters}; REPS = {reps}", MEASURE])
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             raw = json.loads(line[len("RESULT "):])
-            return {int(k): statistics.median(v) for k, v in raw.items()}
+            return {k: statistics.median(v) for k, v in raw.items()}
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return f"not measured: {tail}"
 
@@ -131,7 +140,7 @@ def main(argv: list[str]) -> int:
             table[(lib, who)] = measure(lib, who, iters, reps)
     table[("cupy", "tether-c")] = measure("cupy", "tether-c", iters, reps)
     print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
-    print("targets: tether/own <= 1.2x, tether/rmm < 1.0x")
+    print("targets (issue 22): torch tether/own <= 0.95x, cupy tether/own <= 1.0x, at every size")
     print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
     summary = []
     for lib in ("torch", "cupy"):
@@ -139,17 +148,21 @@ def main(argv: list[str]) -> int:
         for who, r in (("own", own), ("tether", teth), ("rmm", rmm)):
             if isinstance(r, str):
                 print(f"  {lib} {who}: {r}")
-        for n in SIZES:
+        for n in map(str, SIZES):
             def val(r):
                 return r[n] if isinstance(r, dict) else float("nan")
             o, t, m = val(own), val(teth), val(rmm)
             print(f"{lib:8} {n:>8} {o:>10.1f} {t:>10.1f} {m:>10.1f} {t / o:>10.3f}x {t / m:>10.3f}x")
             summary.append({"library": lib, "size": n, "own_ns": o, "tether_ns": t, "rmm_ns": m,
                             "tether_vs_own": t / o, "tether_vs_rmm": t / m})
+    for row in summary:
+        r, goal = row["tether_vs_own"], TARGET[row["library"]]
+        print(f"  {row['library']} {row['size']:>8}: tether/own = {r:.3f} (target <= {goal}): "
+              f"{'met' if r <= goal else 'MISSED'}")
     c_path, own = table[("cupy", "tether-c")], table[("cupy", "own")]
     if isinstance(c_path, dict) and isinstance(own, dict):
-        for n in SIZES:
-            print(f"cupy C-level path (CFunctionAllocator, default stream only; not shipped), {n} B: "
+        for n in map(str, SIZES):
+            print(f"cupy C-level path (CFunctionAllocator, default stream only; not shipped), {n}: "
                   f"{c_path[n]:.1f} ns = {c_path[n] / own[n]:.3f}x CuPy's own")
     else:
         print(f"cupy C-level path: {c_path}")
