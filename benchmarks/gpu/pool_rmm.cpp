@@ -16,7 +16,10 @@
 //
 // Not built by CMake (it needs librmm): benchmarks/gpu/build_pool_rmm.sh compiles it against
 // the librmm / rapids_logger wheels and an installed tether; ci/gpu.sh runs it in its bench step.
-// usage: bench_pool_rmm [reps (default 5)] [pattern ops (default 20000)]
+// usage: bench_pool_rmm [reps (default 5)] [pattern ops (default 20000)] [sections (default sweep,footprint)]
+//                       [only: sweep rows whose name contains this]
+// RMM's pool is slow at 100k live (its free list is searched in address order): the whole run
+// takes about 4 minutes with 5 reps.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -101,7 +104,13 @@ double steady_once(const Contender& c, const bench_steady& p, cudaStream_t s, st
   return t0 / static_cast<double>(p.pairs);
 }
 
-void sweep(const std::vector<Contender>& cs, cudaStream_t s, int reps) {
+void sweep(std::vector<Contender> cs, cudaStream_t s, int reps, const std::string& only) {
+  if (!only.empty()) {  // keep the reference row
+    std::vector<Contender> kept{cs[0]};
+    for (std::size_t i = 1; i < cs.size(); ++i)
+      if (cs[i].name.find(only) != std::string::npos) kept.push_back(cs[i]);
+    cs = std::move(kept);
+  }
   constexpr int kLevels = 3;
   const std::size_t lives[kLevels] = {1000, 10000, 100000};
   const std::size_t pairs = 200000;
@@ -199,6 +208,8 @@ void footprint(const char* name, const std::function<std::pair<Contender, std::f
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::size_t ops = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 20000;
+  const std::string sections = argc > 3 ? argv[3] : "sweep,footprint";
+  const std::string only = argc > 4 ? argv[4] : "";
   const std::size_t big = std::size_t{8} << 30;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -218,7 +229,7 @@ int main(int argc, char** argv) {
   check_tether(tether_cuda_resource_create(0, &cuda), "tether_cuda_resource_create");
   tether_pool_options_t po = TETHER_POOL_OPTIONS_INIT;
   po.initial_size = big;
-  {
+  if (sections.find("sweep") != std::string::npos) {
     std::vector<Contender> cs;
     cs.push_back({"cudaMallocAsync (default pool)",
                   [](std::size_t n, cudaStream_t st) {
@@ -233,9 +244,13 @@ int main(int argc, char** argv) {
                                std::make_shared<rmm::mr::pool_memory_resource>(rmm::mr::cuda_memory_resource{}, big)));
     cs.push_back(rmm_contender("rmm arena(cuda), 8 GiB",
                                std::make_shared<rmm::mr::arena_memory_resource>(rmm::mr::cuda_memory_resource{}, big)));
-    sweep(cs, s, reps);
+    sweep(cs, s, reps, only);
+    tether_resource_release(pool);
   }  // the RMM pools give their memory back here
-  tether_resource_release(pool);
+  if (sections.find("footprint") == std::string::npos) {
+    tether_resource_release(cuda);
+    return 0;
+  }
 
   std::printf("\nfootprint: a fresh pool, no initial size, 1 thread, the random pattern (%zu ops) 3 times, for 8 seeds "
               "(0x7e7be5, 1 ... 7); bytes held from upstream / peak bytes live\n",
