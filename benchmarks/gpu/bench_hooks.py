@@ -16,7 +16,7 @@ own allocator and against RMM's hook from the same run.
 Targets (issue 22): torch.empty through tether's hook <= 0.95x the caching allocator, cupy.empty
 through tether.cupy <= 1.0x CuPy's MemoryPool, at every size.
 
-usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--json FILE]
+usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--json FILE] [--libs torch,cupy]
 """
 
 from __future__ import annotations
@@ -50,28 +50,36 @@ SETUP = {
             tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB")))
     """,
     # Not shipped, measured to decide: CuPy's C-level hook (CFunctionAllocator) calls
-    # malloc(param, size) without a stream, so it can only order on the default stream.
+    # malloc(param, size, device) without a stream. "tether-c" orders everything on the
+    # default stream (what the hook alone allows); "tether-c-stream" also reads CuPy's
+    # current stream in C at each call, through CuPy's Cython C API (the capsule
+    # cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"]): the cost of a
+    # stream-correct C-level path. Both shims throw through CuPy's frames on failure
+    # (tether_torch_allocate's mode): a measurement, not a hook to ship.
     ("cupy", "tether-c"): """
         import ctypes, os, subprocess, tempfile
         import cupy, tether
         tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
-        SRC = r'''
-        #include <stddef.h>
-        #include <stdint.h>
-        void* tether_torch_allocate(size_t, int, void*);
-        void tether_torch_deallocate(void*, size_t, int, void*);
-        intptr_t shim_malloc(intptr_t dev, size_t n) { return (intptr_t)tether_torch_allocate(n, (int)dev, 0); }
-        void shim_free(intptr_t dev, intptr_t p) { tether_torch_deallocate((void*)p, 0, (int)dev, 0); }
-        '''
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "shim.c"), "w") as f:
-            f.write(SRC)
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(d, "shim.c"), "-o", os.path.join(d, "shim.so"),
-                        tether.get_library()], check=True)
-        shim = ctypes.CDLL(os.path.join(d, "shim.so"))
-        fn = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
-        c_alloc = cupy.cuda.memory.CFunctionAllocator(0, fn("shim_malloc"), fn("shim_free"), shim)
-        cupy.cuda.set_allocator(c_alloc.malloc)
+        STREAM = "0"
+    """ + "\n" + """
+        _C_SHIM_SETUP
+    """,
+    ("cupy", "tether-c-stream"): """
+        import ctypes, os, subprocess, tempfile
+        import cupy, tether
+        import cupy_backends.cuda.stream as _cs
+        tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
+        _cap = _cs.__pyx_capi__["get_current_stream_ptr"]
+        _name = ctypes.pythonapi.PyCapsule_GetName
+        _name.restype, _name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        _getp = ctypes.pythonapi.PyCapsule_GetPointer
+        _getp.restype, _getp.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        print("capsule:", _name(_cap).decode())
+        STREAM = "(void*)get_stream()"
+    """ + "\n" + """
+        _C_SHIM_SETUP
+        if STREAM != "0":
+            shim.shim_init(ctypes.c_void_p(_getp(_cap, _name(_cap))))
     """,
     ("cupy", "rmm"): """
         import cupy, rmm, rmm.mr
@@ -81,6 +89,31 @@ SETUP = {
         cupy.cuda.set_allocator(rmm_cupy_allocator)
     """,
 }
+
+# The C shim of the "tether-c*" rows (STREAM: the stream expression of each call).
+_C_SHIM = """
+SRC = r'''
+#include <stddef.h>
+#include <stdint.h>
+void* tether_torch_allocate(size_t, int, void*);
+void tether_torch_deallocate(void*, size_t, int, void*);
+static intptr_t (*get_stream)(void);
+void shim_init(void* f) { get_stream = (intptr_t (*)(void))f; }
+void* shim_malloc(void* param, size_t n, int dev) { (void)param; return tether_torch_allocate(n, dev, STREAM); }
+void shim_free(void* param, void* p, int dev) { (void)param; tether_torch_deallocate(p, 0, dev, STREAM); }
+'''.replace("STREAM", STREAM)
+d = tempfile.mkdtemp()
+with open(os.path.join(d, "shim.c"), "w") as f:
+    f.write(SRC)
+subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(d, "shim.c"), "-o", os.path.join(d, "shim.so"),
+                tether.get_library()], check=True)
+shim = ctypes.CDLL(os.path.join(d, "shim.so"))
+fn = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
+c_alloc = cupy.cuda.memory.CFunctionAllocator(0, fn("shim_malloc"), fn("shim_free"), shim)
+cupy.cuda.set_allocator(c_alloc.malloc)
+"""
+for _k in (("cupy", "tether-c"), ("cupy", "tether-c-stream")):
+    SETUP[_k] = textwrap.dedent(SETUP[_k]).replace("_C_SHIM_SETUP", textwrap.indent(_C_SHIM, ""))
 
 LOOP = {
     "torch": """
@@ -130,15 +163,18 @@ def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str
 
 
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if not a.startswith("--")]
+    valued = {"--json", "--libs"}
+    args = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] not in valued)][1:]
     iters = int(args[0]) if args else 20000
     reps = int(args[1]) if len(args) > 1 else 7
     json_out = argv[argv.index("--json") + 1] if "--json" in argv else None
+    libs = argv[argv.index("--libs") + 1].split(",") if "--libs" in argv else ["torch", "cupy"]
     table = {}
     for lib in ("torch", "cupy"):
         for who in ("own", "tether", "rmm"):
-            table[(lib, who)] = measure(lib, who, iters, reps)
-    table[("cupy", "tether-c")] = measure("cupy", "tether-c", iters, reps)
+            table[(lib, who)] = measure(lib, who, iters, reps) if lib in libs else "not measured: --libs"
+    for who in ("tether-c", "tether-c-stream"):
+        table[("cupy", who)] = measure("cupy", who, iters, reps) if "cupy" in libs else "not measured: --libs"
     print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
     print("targets (issue 22): torch tether/own <= 0.95x, cupy tether/own <= 1.0x, at every size")
     print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
@@ -159,13 +195,15 @@ def main(argv: list[str]) -> int:
         r, goal = row["tether_vs_own"], TARGET[row["library"]]
         print(f"  {row['library']} {row['size']:>8}: tether/own = {r:.3f} (target <= {goal}): "
               f"{'met' if r <= goal else 'MISSED'}")
-    c_path, own = table[("cupy", "tether-c")], table[("cupy", "own")]
-    if isinstance(c_path, dict) and isinstance(own, dict):
-        for n in map(str, SIZES):
-            print(f"cupy C-level path (CFunctionAllocator, default stream only; not shipped), {n}: "
-                  f"{c_path[n]:.1f} ns = {c_path[n] / own[n]:.3f}x CuPy's own")
-    else:
-        print(f"cupy C-level path: {c_path}")
+    own = table[("cupy", "own")]
+    for who, what in (("tether-c", "default stream only"), ("tether-c-stream", "CuPy's current stream via its C API")):
+        c_path = table[("cupy", who)]
+        if isinstance(c_path, dict) and isinstance(own, dict):
+            for n in map(str, SIZES):
+                print(f"cupy C-level path (CFunctionAllocator, {what}; not shipped), {n}: "
+                      f"{c_path[n]:.1f} ns = {c_path[n] / own[n]:.3f}x CuPy's own")
+        else:
+            print(f"cupy C-level path ({what}): {c_path}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump(summary, f, indent=1)
