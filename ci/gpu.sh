@@ -20,7 +20,7 @@
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
 #        harness runs, bounded by TETHER_PEER_SECONDS; with .clients, the clients step (about 6
 #        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
-#        bench_torch_train.py; TETHER_GPU_BENCHES: which benchmarks the bench step runs (default all:
+#        bench_torch_train.py; TETHER_GPU_BENCHES: which benchmarks the bench step runs (unset: all, empty: none;
 #        gpu_alloc pool_rmm host catalogue replay python ipc hooks thrust train); TETHER_GPU_STEPS: which of "build ctest pytest bench peer clients" to
 #        run, default all - e.g. TETHER_GPU_STEPS=peer for the peer table alone,
 #        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed, unless
@@ -178,9 +178,9 @@ else
 fi
 
 # ---- 4. benchmarks ---------------------------------------------------------------------------
-# TETHER_GPU_BENCHES picks which run (default all): gpu_alloc pool_rmm host catalogue replay python
-# ipc hooks thrust train.
-BENCHES=" ${TETHER_GPU_BENCHES:-gpu_alloc pool_rmm host catalogue replay python ipc hooks thrust train} "
+# TETHER_GPU_BENCHES picks which run (unset: all; empty: none): gpu_alloc pool_rmm host catalogue
+# replay python ipc hooks thrust train.
+BENCHES=" ${TETHER_GPU_BENCHES-gpu_alloc pool_rmm host catalogue replay python ipc hooks thrust train} "
 bench() { [[ $BENCHES == *" $1 "* ]]; }
 : >"$OUT/bench.log"
 if want bench; then
@@ -197,8 +197,8 @@ if ! bench pool_rmm; then
   :
 elif [ "$PY_OK" = 1 ] && [ -d /tmp/site/librmm/include ]; then
   step "bench_pool_rmm (RMM pool/arena vs tether pool: live sweep, footprint over 8 seeds)" "$OUT/bench.log" \
-    env SITE=/tmp/site TETHER_SITE="$SITE" OUT_BIN=/tmp/bench_pool_rmm timeout 240 \
-    bash "$ROOT/benchmarks/gpu/build_pool_rmm.sh" 5
+    env SITE=/tmp/site TETHER_SITE="$SITE" SRC="$ROOT/benchmarks/gpu/pool_rmm.cpp" CXXFLAGS_EXTRA="-I$ROOT/benchmarks/c" \
+    OUT_BIN=/tmp/bench_pool_rmm timeout 240 bash "$ROOT/examples/cpp_rmm/build.sh" 5
 else
   SUMMARY+=("SKIPPED      bench_pool_rmm (no librmm wheel in /tmp/site)")
 fi

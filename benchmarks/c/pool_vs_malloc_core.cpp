@@ -141,28 +141,11 @@ double run_threads(core::Resource& mr, const std::vector<bench_pattern>& pats, i
 
 // ns per pair of the timed part of one steady-state run (memory untouched).
 double steady_once(const bench_steady& p, core::Resource* mr, std::vector<BenchLive>& live) {
-  for (std::size_t i = 0; i < p.live; ++i)
-    live[i] = BenchLive{mr != nullptr ? mr->allocate(p.fill[i], 0, 0) : std::malloc(p.fill[i]), p.fill[i]};
-  const double t0 = bench_now_ns();
-  for (std::size_t i = 0; i < p.pairs; ++i) {
-    BenchLive& l = live[p.slot[i]];
-    if (mr != nullptr) {
-      mr->deallocate(l.p, l.size, 0, 0);
-      l = BenchLive{mr->allocate(p.size[i], 0, 0), p.size[i]};
-    } else {
-      std::free(l.p);
-      l = BenchLive{std::malloc(p.size[i]), p.size[i]};
-    }
-  }
-  const double t = (bench_now_ns() - t0) / static_cast<double>(p.pairs);
-  for (std::size_t i = 0; i < p.live; ++i) {
-    if (mr != nullptr) {
-      mr->deallocate(live[i].p, live[i].size, 0, 0);
-    } else {
-      std::free(live[i].p);
-    }
-  }
-  return t;
+  if (mr == nullptr)
+    return bench_steady_run(p, live.data(), [](std::size_t n) { return std::malloc(n); },
+                            [](void* q, std::size_t) { std::free(q); });
+  return bench_steady_run(p, live.data(), [mr](std::size_t n) { return mr->allocate(n, 0, 0); },
+                          [mr](void* q, std::size_t n) { mr->deallocate(q, n, 0, 0); });
 }
 
 void sweep(std::size_t reps) {

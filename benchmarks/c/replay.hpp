@@ -1,4 +1,5 @@
-// One replay of a random_pattern.h op sequence, for the C++ benchmarks: allocate
+// Replays of random_pattern.h sequences for the C++ benchmarks. bench_replay: one
+// replay of an op sequence: allocate
 // and free through the caller's functions, the live set kept as
 // random_pattern.h numbers it (a free names a slot; the last slot moves into
 // it), and whatever is live at the end freed. Header-only and inlined, so a
@@ -31,4 +32,22 @@ inline void bench_replay(const bench_pattern& pat, BenchLive* live, Alloc&& allo
     --n;
     free(live[n].p, live[n].size);
   }
+}
+
+// One steady-state run of a random_pattern.h bench_steady: the untimed fill,
+// then the timed pairs (free the slot's allocation, allocate the step's size in
+// its place), then everything freed. Returns ns per timed pair. `live` holds
+// p.live slots.
+template <class Alloc, class Free>
+inline double bench_steady_run(const bench_steady& p, BenchLive* live, Alloc&& alloc, Free&& free) {
+  for (std::size_t i = 0; i < p.live; ++i) live[i] = BenchLive{alloc(p.fill[i]), p.fill[i]};
+  const double t0 = bench_now_ns();
+  for (std::size_t i = 0; i < p.pairs; ++i) {
+    BenchLive& l = live[p.slot[i]];
+    free(l.p, l.size);
+    l = BenchLive{alloc(p.size[i]), p.size[i]};
+  }
+  const double t = (bench_now_ns() - t0) / static_cast<double>(p.pairs);
+  for (std::size_t i = 0; i < p.live; ++i) free(live[i].p, live[i].size);
+  return t;
 }

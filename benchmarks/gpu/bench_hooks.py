@@ -56,31 +56,6 @@ SETUP = {
     # cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"]): the cost of a
     # stream-correct C-level path. Both shims throw through CuPy's frames on failure
     # (tether_torch_allocate's mode): a measurement, not a hook to ship.
-    ("cupy", "tether-c"): """
-        import ctypes, os, subprocess, tempfile
-        import cupy, tether
-        tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
-        STREAM = "0"
-    """ + "\n" + """
-        _C_SHIM_SETUP
-    """,
-    ("cupy", "tether-c-stream"): """
-        import ctypes, os, subprocess, tempfile
-        import cupy, tether
-        import cupy_backends.cuda.stream as _cs
-        tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
-        _cap = _cs.__pyx_capi__["get_current_stream_ptr"]
-        _name = ctypes.pythonapi.PyCapsule_GetName
-        _name.restype, _name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        _getp = ctypes.pythonapi.PyCapsule_GetPointer
-        _getp.restype, _getp.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        print("capsule:", _name(_cap).decode())
-        STREAM = "(void*)get_stream()"
-    """ + "\n" + """
-        _C_SHIM_SETUP
-        if STREAM != "0":
-            shim.shim_init(ctypes.c_void_p(_getp(_cap, _name(_cap))))
-    """,
     ("cupy", "rmm"): """
         import cupy, rmm, rmm.mr
         from rmm.allocators.cupy import rmm_cupy_allocator
@@ -90,8 +65,15 @@ SETUP = {
     """,
 }
 
-# The C shim of the "tether-c*" rows (STREAM: the stream expression of each call).
+# The "tether-c*" rows: CuPy's CFunctionAllocator over a C shim, compiled at start-up.
+# STREAM_EXPR is the stream each call passes ("0", or get_stream(): CuPy's current
+# stream through the capsule PRELUDE looks up).
 _C_SHIM = """
+import ctypes, os, subprocess, tempfile
+import cupy, tether
+tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
+get_stream = None
+PRELUDE
 SRC = r'''
 #include <stddef.h>
 #include <stdint.h>
@@ -99,21 +81,39 @@ void* tether_torch_allocate(size_t, int, void*);
 void tether_torch_deallocate(void*, size_t, int, void*);
 static intptr_t (*get_stream)(void);
 void shim_init(void* f) { get_stream = (intptr_t (*)(void))f; }
-void* shim_malloc(void* param, size_t n, int dev) { (void)param; return tether_torch_allocate(n, dev, STREAM); }
-void shim_free(void* param, void* p, int dev) { (void)param; tether_torch_deallocate(p, 0, dev, STREAM); }
-'''.replace("STREAM", STREAM)
+void* shim_malloc(void* param, size_t n, int dev) { (void)param; return tether_torch_allocate(n, dev, STREAM_EXPR); }
+void shim_free(void* param, void* p, int dev) { (void)param; tether_torch_deallocate(p, 0, dev, STREAM_EXPR); }
+'''
 d = tempfile.mkdtemp()
 with open(os.path.join(d, "shim.c"), "w") as f:
     f.write(SRC)
 subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(d, "shim.c"), "-o", os.path.join(d, "shim.so"),
                 tether.get_library()], check=True)
 shim = ctypes.CDLL(os.path.join(d, "shim.so"))
+if get_stream is not None:
+    shim.shim_init(ctypes.c_void_p(get_stream))
 fn = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
 c_alloc = cupy.cuda.memory.CFunctionAllocator(0, fn("shim_malloc"), fn("shim_free"), shim)
 cupy.cuda.set_allocator(c_alloc.malloc)
 """
-for _k in (("cupy", "tether-c"), ("cupy", "tether-c-stream")):
-    SETUP[_k] = textwrap.dedent(SETUP[_k]).replace("_C_SHIM_SETUP", textwrap.indent(_C_SHIM, ""))
+_CAPSULE = """
+import cupy_backends.cuda.stream as _cs
+_cap = _cs.__pyx_capi__["get_current_stream_ptr"]
+_name = ctypes.pythonapi.PyCapsule_GetName
+_name.restype, _name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+_getp = ctypes.pythonapi.PyCapsule_GetPointer
+_getp.restype, _getp.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+get_stream = _getp(_cap, _name(_cap))
+"""
+# Not shipped, measured to decide: CuPy's C-level hook (CFunctionAllocator) calls
+# malloc(param, size, device) without a stream. "tether-c" orders everything on the
+# default stream (what the hook alone allows); "tether-c-stream" also reads CuPy's
+# current stream in C at each call, through CuPy's Cython C API (the capsule
+# cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"]): the cost of a
+# stream-correct C-level path. Both shims throw through CuPy's frames on failure
+# (tether_torch_allocate's mode): a measurement, not a hook to ship.
+SETUP[("cupy", "tether-c")] = _C_SHIM.replace("PRELUDE", "").replace("STREAM_EXPR", "0")
+SETUP[("cupy", "tether-c-stream")] = _C_SHIM.replace("PRELUDE", _CAPSULE).replace("STREAM_EXPR", "(void*)get_stream()")
 
 LOOP = {
     "torch": """

@@ -470,6 +470,7 @@ int main(int argc, char** argv) {
   tether_pool_options_t big = TETHER_POOL_OPTIONS_INIT;
   double ns[N_CONTENDERS][3];
   double repeated[N_CONTENDERS] = {0};
+  const int swept[3] = {POOL_CUDA, POOL_CUDA_BIG, POOL_ASYNC_BIG}; /* the live sweep's tether rows */
   double sweep_growth[3] = {0}, fp_med[2] = {0}, fp_max[2] = {0};
   tether_resource_t *cuda = NULL, *async = NULL;
   tether_async_options_t ao = TETHER_ASYNC_OPTIONS_INIT;
@@ -541,7 +542,7 @@ int main(int argc, char** argv) {
            a8 <= 1.0 ? "met" : "MISSED");
   }
   fflush(stdout);
-  sweep(&cs[ASYNC], &cs[POOL_CUDA], &cs[POOL_CUDA_BIG], &cs[POOL_ASYNC_BIG], reps, sweep_growth);
+  sweep(&cs[ASYNC], &cs[swept[0]], &cs[swept[1]], &cs[swept[2]], reps, sweep_growth);
 
   {
     const int who[] = {ASYNC, POOL_CUDA, POOL_CUDA_BIG, POOL_ASYNC_BIG};
@@ -581,8 +582,8 @@ int main(int argc, char** argv) {
              VERDICT(r8 <= 0.35));
     }
     for (k = 0; k < 3; ++k)
-      printf("  %-36s live sweep 100k / 1k = %.3f (target <= 1.5): %s\n", cs[k == 0 ? POOL_CUDA : k == 1 ? POOL_CUDA_BIG : POOL_ASYNC_BIG].name,
-             sweep_growth[k], VERDICT(sweep_growth[k] <= 1.5));
+      printf("  %-36s live sweep 100k / 1k = %.3f (target <= 1.5): %s\n", cs[swept[k]].name, sweep_growth[k],
+             VERDICT(sweep_growth[k] <= 1.5));
     for (k = 0; k < 2; ++k)
       printf("  %-36s footprint median %.3f (target <= 1.15): %s, max %.3f (target <= 1.25): %s\n",
              k == 0 ? "tether pool(cuda)" : "tether pool(async)", fp_med[k], VERDICT(fp_med[k] <= 1.15), fp_max[k],

@@ -14,14 +14,16 @@
 //                          upstream / peak bytes live. tether: default options; RMM:
 //                          pool_memory_resource(cuda, 0), which grows by what each miss needs.
 //
-// Not built by CMake (it needs librmm): benchmarks/gpu/build_pool_rmm.sh compiles it against
-// the librmm / rapids_logger wheels and an installed tether; ci/gpu.sh runs it in its bench step.
+// Not built by CMake (it needs librmm): examples/cpp_rmm/build.sh compiles it against the
+// librmm / rapids_logger wheels and an installed tether (SRC=this file,
+// CXXFLAGS_EXTRA=-Ibenchmarks/c); ci/gpu.sh runs it in its bench step.
 // usage: bench_pool_rmm [reps (default 5)] [pattern ops (default 20000)] [sections (default sweep,footprint)]
 //                       [only: sweep rows whose name contains this]
 // RMM's pool is slow at 100k live (its free list is searched in address order): the whole run
 // takes about 4 minutes with 5 reps.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -37,6 +39,7 @@
 #include <tether/tether.h>
 
 #include "random_pattern.h"
+#include "replay.hpp"
 
 namespace {
 
@@ -56,18 +59,21 @@ void check_tether(tether_status_t s, const char* what) {
   }
 }
 
-// One allocator under test: allocate(bytes, stream) and deallocate(p, bytes, stream).
+// One allocator under test: allocate(bytes, stream) and deallocate(p, bytes, stream);
+// owner keeps what they call alive, if anything must be.
 struct Contender {
   std::string name;
   std::function<void*(std::size_t, cudaStream_t)> allocate;
   std::function<void(void*, std::size_t, cudaStream_t)> deallocate;
+  std::shared_ptr<void> owner;
 };
 
 template <class MR>
 Contender rmm_contender(std::string name, std::shared_ptr<MR> mr) {
   return {std::move(name),
           [mr](std::size_t n, cudaStream_t s) { return mr->allocate(cuda::stream_ref{s}, n, kAlign); },
-          [mr](void* p, std::size_t n, cudaStream_t s) { mr->deallocate(cuda::stream_ref{s}, p, n, kAlign); }};
+          [mr](void* p, std::size_t n, cudaStream_t s) { mr->deallocate(cuda::stream_ref{s}, p, n, kAlign); },
+          nullptr};
 }
 
 Contender tether_contender(std::string name, tether_resource_t* r) {
@@ -81,27 +87,16 @@ Contender tether_contender(std::string name, tether_resource_t* r) {
           [r](void* p, std::size_t n, cudaStream_t s) {
             check_tether(tether_resource_deallocate(r, p, n, kAlign, reinterpret_cast<tether_stream_t>(s)),
                          "tether_resource_deallocate");
-          }};
+          },
+          nullptr};
 }
 
 // ns per free+allocate pair of the timed part of one steady-state run.
-double steady_once(const Contender& c, const bench_steady& p, cudaStream_t s, std::vector<void*>& live,
-                   std::vector<std::size_t>& sizes) {
-  for (std::size_t i = 0; i < p.live; ++i) {
-    live[i] = c.allocate(p.fill[i], s);
-    sizes[i] = p.fill[i];
-  }
-  double t0 = bench_now_ns();
-  for (std::size_t i = 0; i < p.pairs; ++i) {
-    const std::uint32_t k = p.slot[i];
-    c.deallocate(live[k], sizes[k], s);
-    live[k] = c.allocate(p.size[i], s);
-    sizes[k] = p.size[i];
-  }
-  t0 = bench_now_ns() - t0;
-  for (std::size_t i = 0; i < p.live; ++i) c.deallocate(live[i], sizes[i], s);
+double steady_once(const Contender& c, const bench_steady& p, cudaStream_t s, std::vector<BenchLive>& live) {
+  const double t = bench_steady_run(p, live.data(), [&](std::size_t n) { return c.allocate(n, s); },
+                                    [&](void* q, std::size_t n) { c.deallocate(q, n, s); });
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  return t0 / static_cast<double>(p.pairs);
+  return t;
 }
 
 void sweep(std::vector<Contender> cs, cudaStream_t s, int reps, const std::string& only) {
@@ -115,8 +110,7 @@ void sweep(std::vector<Contender> cs, cudaStream_t s, int reps, const std::strin
   const std::size_t lives[kLevels] = {1000, 10000, 100000};
   const std::size_t pairs = 200000;
   bench_steady pat[kLevels];
-  std::vector<void*> live(100000);
-  std::vector<std::size_t> sizes(100000);
+  std::vector<BenchLive> live(100000);
   for (int l = 0; l < kLevels; ++l)  // the seeds of bench_gpu_alloc's sweep: the same sequences
     if (bench_make_steady(&pat[l], lives[l], pairs, 256.0, 65536.0, 0x5eedull + static_cast<std::uint64_t>(l)) != 0)
       std::exit(1);
@@ -130,8 +124,8 @@ void sweep(std::vector<Contender> cs, cudaStream_t s, int reps, const std::strin
     std::fflush(stdout);
     for (int l = 0; l < kLevels; ++l) {
       std::vector<double> v(static_cast<std::size_t>(reps));
-      (void)steady_once(cs[i], pat[l], s, live, sizes);  // warm-up: the pools reach their size
-      for (auto& x : v) x = steady_once(cs[i], pat[l], s, live, sizes);
+      (void)steady_once(cs[i], pat[l], s, live);  // warm-up: the pools reach their size
+      for (auto& x : v) x = steady_once(cs[i], pat[l], s, live);
       ns[i][l] = bench_median(v.data(), v.size());
       std::printf(" %12.1f", ns[i][l]);
       std::fflush(stdout);
@@ -149,33 +143,20 @@ void sweep(std::vector<Contender> cs, cudaStream_t s, int reps, const std::strin
 
 // Replays `pat` 3 times through c on s; returns the peak bytes live.
 std::size_t replay(const Contender& c, const bench_pattern& pat, cudaStream_t s) {
-  std::vector<void*> live(BENCH_MAX_LIVE);
-  std::vector<std::size_t> sizes(BENCH_MAX_LIVE);
-  std::size_t live_bytes = 0, peak = 0;
-  for (int r = 0; r < 3; ++r) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < pat.n_ops; ++i) {
-      const bench_op op = pat.ops[i];
-      if (op.is_alloc) {
-        live[n] = c.allocate(op.arg, s);
-        sizes[n] = op.arg;
-        live_bytes += op.arg;
-        if (live_bytes > peak) peak = live_bytes;
-        ++n;
-      } else {
-        c.deallocate(live[op.arg], sizes[op.arg], s);
-        live_bytes -= sizes[op.arg];
-        --n;
-        live[op.arg] = live[n];
-        sizes[op.arg] = sizes[n];
-      }
-    }
-    while (n > 0) {
-      --n;
-      live_bytes -= sizes[n];
-      c.deallocate(live[n], sizes[n], s);
-    }
-  }
+  std::vector<BenchLive> live(BENCH_MAX_LIVE);
+  std::size_t bytes = 0, peak = 0;
+  for (int r = 0; r < 3; ++r)
+    bench_replay(
+        pat, live.data(),
+        [&](std::size_t n) {
+          bytes += n;
+          peak = std::max(peak, bytes);
+          return c.allocate(n, s);
+        },
+        [&](void* q, std::size_t n) {
+          c.deallocate(q, n, s);
+          bytes -= n;
+        });
   check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   return peak;
 }
@@ -237,7 +218,8 @@ int main(int argc, char** argv) {
                     check_cuda(cudaMallocAsync(&p, n, st), "cudaMallocAsync");
                     return p;
                   },
-                  [](void* p, std::size_t, cudaStream_t st) { check_cuda(cudaFreeAsync(p, st), "cudaFreeAsync"); }});
+                  [](void* p, std::size_t, cudaStream_t st) { check_cuda(cudaFreeAsync(p, st), "cudaFreeAsync"); },
+                  nullptr});
     check_tether(tether_pool_resource_create(cuda, &po, &pool), "tether_pool_resource_create");
     cs.push_back(tether_contender("tether pool(cuda), 8 GiB initial", pool));
     cs.push_back(rmm_contender("rmm pool(cuda), 8 GiB initial",
@@ -260,12 +242,11 @@ int main(int argc, char** argv) {
       [cuda] {
         tether_resource_t* p = nullptr;
         check_tether(tether_pool_resource_create(cuda, nullptr, &p), "tether_pool_resource_create");
-        std::shared_ptr<tether_resource_t> owner(p, tether_resource_release);
         Contender c = tether_contender("tether", p);
-        c.allocate = [owner, f = c.allocate](std::size_t n, cudaStream_t st) { return f(n, st); };
-        return std::make_pair(c, std::function<std::size_t()>([owner] {
+        c.owner = std::shared_ptr<tether_resource_t>(p, tether_resource_release);
+        return std::make_pair(c, std::function<std::size_t()>([p] {
                                 tether_pool_info_t info = TETHER_POOL_INFO_INIT;
-                                check_tether(tether_resource_get_pool_info(owner.get(), &info), "get_pool_info");
+                                check_tether(tether_resource_get_pool_info(p, &info), "get_pool_info");
                                 return static_cast<std::size_t>(info.pool_size);
                               }));
       },

@@ -1,0 +1,10 @@
+# Runs PROGRAM with ARGS (comma-separated); fails unless it exits 0 and its output matches EXPECT.
+string(REPLACE "," ";" ARGS "${ARGS}")
+execute_process(COMMAND ${PROGRAM} ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} exited with ${rc}")
+endif()
+if(NOT out MATCHES "${EXPECT}")
+  message(FATAL_ERROR "${PROGRAM}: no line matches: ${EXPECT}")
+endif()
