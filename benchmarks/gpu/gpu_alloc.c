@@ -24,7 +24,9 @@
  *                          log-uniform 256 B - 64 KiB): each timed step frees a random live
  *                          allocation and makes a new one; ns per pair and last/first ratio
  *   repeated pair          allocate and free 256 B again and again (the hot loop of a
- *                          framework that makes the same small temporary every step)
+ *                          framework that makes the same small temporary every step), and
+ *                          the same calls into a pool over host memory: the C ABI and pool
+ *                          bookkeeping on this CPU, without stream order or CUDA
  *   footprint              a fresh pool with default options replays the random pattern 3
  *                          times, for 8 seeds: bytes it holds from upstream at the end (= its
  *                          peak: a pool gives nothing back unasked) / peak bytes live; median
@@ -552,6 +554,23 @@ int main(int argc, char** argv) {
       repeated[who[k]] = repeated_pair(&cs[who[k]], 256, 200000, reps);
       printf("  %-36s %8.1f ns/pair (%.3fx cuMemAllocAsync)\n", cs[who[k]].name, repeated[who[k]],
              repeated[who[k]] / repeated[ASYNC]);
+    }
+    {
+      /* The same C ABI calls into a pool over host memory (no stream order, no
+         CUDA call): what this machine's CPU takes for the C ABI and the pool's
+         bookkeeping, so that the rows above split into that and the
+         stream-ordered part. */
+      contender host = {"tether pool(host), 64 MiB (CPU only)", tether_alloc, tether_free, NULL};
+      tether_resource_t* h = NULL;
+      tether_pool_options_t ho = TETHER_POOL_OPTIONS_INIT;
+      double v;
+      ho.initial_size = (size_t)64 << 20;
+      tether_check(tether_host_resource_create(&h), "tether_host_resource_create");
+      tether_check(tether_pool_resource_create(h, &ho, &host.resource), "pool over host");
+      v = repeated_pair(&host, 256, 200000, reps);
+      printf("  %-36s %8.1f ns/pair (%.3fx cuMemAllocAsync)\n", host.name, v, v / repeated[ASYNC]);
+      tether_resource_release(host.resource);
+      tether_resource_release(h);
     }
   }
 

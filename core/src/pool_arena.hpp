@@ -192,7 +192,7 @@ struct alignas(64) Arena {
   FreeIndex fresh;
   FreeIndex settled;
   StreamOrder::event_t event = nullptr;  // recorded on `stream`; covers `settled`
-  unsigned unrecorded = 0;               // frees into `fresh` since the last record
+  unsigned unrecorded = 0;               // frees into `fresh` since the last record (flush_quick)
   bool record_requested = false;         // another stream wants this arena's fresh memory
   BlockTable table;                      // the blocks this arena handed out
   NodePool nodes;
@@ -344,13 +344,16 @@ inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t byt
 }
 
 // Put every block of a's quick cache into idx (coalescing with free
-// neighbours), out of a's table. a locked.
+// neighbours), out of a's table. Blocks that go into a fresh index count as
+// frees not yet covered by a's event (free_block does not count them while
+// they are cached). a locked.
 inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
   while (Block* b = a.quick.pop_any()) {
     a.table.erase_at(a.table.find(b->addr));  // there: a cached block stays in its arena's table
     ChunkGuard g(b->chunk);
     --b->chunk->allocated;
     insert_free(a, b, idx);
+    if (idx->fresh()) ++a.unrecorded;
   }
 }
 

@@ -589,22 +589,71 @@ TEST(PoolStreams, TrimSynchronisesTheDeviceOnceForUncoveredFrees) {
 
 // Same-stream frees in an unbounded pool record the stream's event only every
 // so often (the hot path makes no CUDA call most of the time), and never wait.
+// Sizes above the quick cache's (16 KiB), so every free goes into `fresh`.
 TEST(PoolStreams, UnboundedPoolsRecordLazily) {
   auto up = std::make_shared<test::OrderedUpstream>();
-  auto pool = make_pool(up, MiB);
+  auto pool = make_pool(up, 4 * MiB);
+  void* p = pool->allocate(64 * 1024, 0, 7);
+  pool->deallocate(p, 64 * 1024, 0, 7);
+  up->clear_waits();
+  const std::size_t before = up->event_records();
+  for (int i = 0; i < 1000; ++i) {
+    void* q = pool->allocate(64 * 1024, 0, 7);
+    EXPECT_EQ(q, p);
+    pool->deallocate(q, 64 * 1024, 0, 7);
+  }
+  const std::size_t records = up->event_records() - before;
+  EXPECT_GE(records, 1u);  // still covered now and then: other streams can take it
+  EXPECT_LE(records, 50u);  // but far from once per free
+  EXPECT_TRUE(up->waits().empty());
+}
+
+// A block in the quick cache (a small size freed and asked for again on one
+// stream) goes back to that stream only, so the hot same-size pair records no
+// event at all; the block counts as an uncovered free once it leaves the
+// cache, and another stream that wants it then asks for a record and takes it
+// after waiting on the event, as for any fresh free.
+TEST(PoolStreams, CachedSmallBlocksNeedNoEventUntilAnotherStreamWantsThem) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);  // 1 MiB chunks, grown on demand
   void* p = pool->allocate(4096, 0, 7);
+  up->allocated(p, 4096, 7);
+  up->freed(p, 4096, 7);
   pool->deallocate(p, 4096, 0, 7);
   up->clear_waits();
   const std::size_t before = up->event_records();
   for (int i = 0; i < 1000; ++i) {
     void* q = pool->allocate(4096, 0, 7);
     EXPECT_EQ(q, p);
+    up->allocated(q, 4096, 7);
+    up->freed(q, 4096, 7);
     pool->deallocate(q, 4096, 0, 7);
   }
-  const std::size_t records = up->event_records() - before;
-  EXPECT_GE(records, 1u);   // still covered now and then: other streams can take it
-  EXPECT_LE(records, 50u);  // but far from once per free
+  EXPECT_EQ(up->event_records(), before);
   EXPECT_TRUE(up->waits().empty());
+  // Stream 8 wants all of stream 7's chunk: the cached block is flushed into
+  // stream 7's fresh memory, not covered yet, so stream 8 grows and asks 7 to record.
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  void* big = pool->allocate(MiB, 0, 8);
+  up->allocated(big, MiB, 8);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks + 1);
+  EXPECT_TRUE(up->waits().empty());
+  void* small = pool->allocate(256, 0, 7);  // stream 7 works on...
+  up->allocated(small, 256, 7);
+  up->freed(small, 256, 7);
+  const std::size_t asked = up->event_records();
+  pool->deallocate(small, 256, 0, 7);  // ...and its next free records, as asked
+  EXPECT_EQ(up->event_records(), asked + 1);
+  void* again = pool->allocate(MiB, 0, 8);  // stream 7's chunk, after a wait on its event
+  up->allocated(again, MiB, 8);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks + 1);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{8, 7}}));
+  EXPECT_EQ(up->violations(), 0u);
+  up->freed(big, MiB, 8);
+  pool->deallocate(big, MiB, 0, 8);
+  up->freed(again, MiB, 8);
+  pool->deallocate(again, MiB, 0, 8);
 }
 
 // A stream that wants memory another stream freed but has not covered yet
