@@ -93,8 +93,42 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // 1.15 - 1.22 (median 1.18), for 54 chunks instead of 21 (the last step
 // overshoots less; most of what is left is fragmentation while the pool
 // fills: requests up to 4 MiB that no free piece of a chunk can hold).
+//
+// Where the rest goes (issue 22, bench_pool_vs_malloc_core footprint, 8
+// seeds): with a sixteenth the steps are 3 - 4.5 MiB at 50 - 70 MiB held,
+// about one large request each, so each chunk holds at most one of the
+// largest requests, and a chunk sized for a 3.5 MiB request can never hold
+// a 4 MiB one. Late growths came with 48 MiB of 76 MiB free (largest free
+// block 3.7 MiB, request 3.9 MiB): fragmentation across chunks, not the
+// last step's overshoot. So growth first gives back the pool's wholly free
+// grown chunks and asks for one chunk of their size plus the step
+// (merge_free_chunks): held grows by the step as before, but the chunks get
+// fewer and larger. With that, a thirty-second is better than a sixteenth
+// (smaller steps, and the merging keeps the chunk count down). Held / peak
+// live, per seed then median / max:
+//   host, 20,000 ops:   1/16: 1.352 1.270 1.553 1.242 1.214 1.206 1.263 1.203, 1.252 / 1.553
+//                       1/16 + merge: median 1.236, max 1.328
+//                       1/32 + merge: 1.309 1.272 1.323 1.140 1.213 1.257 1.210 1.235, 1.246 / 1.323
+//   host, 1,000,000:    1/16: median 1.188, max 1.259; 1/16 + merge: 1.201 / 1.245
+//                       1/32 + merge: 1.162 1.240 1.168 1.158 1.161 1.203 1.149 1.233, 1.165 / 1.240
+//   stream-ordered, one stream, 20,000 ops (the GPU benchmark's figure):
+//                       1/16: median 1.301, max 1.620; 1/32 + merge: 1.301 / 1.385
+// Without merging, a thirty-second is worse (host 20,000: 1.293 / 1.519).
+// For scale: the pool's own placement in one contiguous 1 GiB initial chunk
+// (no chunk boundaries, no overshoot) reaches 1.186 1.185 1.242 1.079 1.170
+// 1.185 1.104 1.187 at 20,000 ops, and address-ordered first fit on a heap
+// that extends at its top (a simulation) median 1.132, max 1.215: on this
+// pattern 1.15 is about the best any placement reaches, chunks or not.
+// Not kept (20,000 ops, host / stream-ordered median, max): growing by an
+// eighth (1.284 / 1.373, 1.497 / 1.684); steps of at least twice a request
+// larger than the growth size (1.259 / 1.283, 1.438 / 1.396); large
+// requests (>= 64 KiB, 256 KiB or 1 MiB) carved from the top of a free
+// block (1.255 - 1.306 / 1.331 - 1.400, max 1.45 - 1.64); in a
+// stream-ordered pool, settling the fresh blocks (recording the event)
+// before growing, and an unbounded own-class scan before growing (no change
+// at all: a fresh block already merges with settled neighbours).
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
-constexpr std::size_t kGrowthDivisor = 16;
+constexpr std::size_t kGrowthDivisor = 32;
 // How many blocks of a request's own size class are examined (best fit) before any other class.
 constexpr std::size_t kOwnClassScan = 16;
 
@@ -532,11 +566,12 @@ class PoolResource final : public Resource {
     --c->extent->chunks;
   }
 
-  // How much to ask upstream for so that `need` fits; 0 if the maximum forbids it.
-  std::size_t growth_for(std::size_t need) const noexcept {
+  // How much to ask upstream for so that `need` fits, plus `merged` (bytes
+  // merge_free_chunks gave back); 0 if the maximum forbids it.
+  std::size_t growth_for(std::size_t need, std::size_t merged = 0) const noexcept {
     // Rounded to the granule, so that a pool over another pool holds exactly
     // what it asked for (the conformance suite checks that, link by link).
-    std::size_t chunk = std::max(
+    std::size_t chunk = merged + std::max(
       {need, growth_, round_up(std::min(pool_size_ / kGrowthDivisor, kMaxGeometricGrowth), kGranule)});
     if (limited_) {
       const std::size_t held = pool_size_ + pending_;
@@ -544,6 +579,37 @@ class PoolResource final : public Resource {
       chunk = std::min(chunk, maximum_ - held);
     }
     return chunk;
+  }
+
+  // Before growing: detach the grown extents that are wholly free and give
+  // them back, so that the growth asks for one chunk of their size more
+  // (kGrowthDivisor's comment has the numbers). Returns the bytes given back.
+  // Only extents the pool grew (the initial size stays as asked for), and in
+  // a stream-ordered pool only those without fresh blocks (their frees are
+  // covered by an event: stream 0 waits on it, the host never blocks; a's
+  // own fresh blocks are settled first, a record being far cheaper than a
+  // grow). The world is unlocked while they are given back; a failure to
+  // give one back loses it, as a failed give-back in trim() would, and is
+  // not the allocation's failure. Requires the world.
+  std::size_t merge_free_chunks(World& world, Arena& a) {
+    std::size_t free_grown = 0;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next)
+      if (c->allocated == 0 && c->extent->grown) free_grown += c->size;
+    if (free_grown == 0) return 0;  // (usual: nothing to scan further)
+    if (order_ != nullptr && !a.fresh.empty()) record(a);
+    std::vector<Release> released;
+    std::exception_ptr error;
+    detach_free_chunks(a, released, error, /*merging=*/true);
+    if (error || released.empty()) return 0;
+    std::size_t bytes = 0;
+    for (const Release& r : released) bytes += r.size;
+    world.unlock();
+    try {
+      give_back(released);
+    } catch (...) {
+    }
+    world.lock();
+    return bytes;
   }
 
   // Ask upstream for a chunk (the world unlocked meanwhile) and carve from it
@@ -581,6 +647,7 @@ class PoolResource final : public Resource {
       }
       throw;
     }
+    extent->grown = true;
     Block* b = add_chunk(std::move(chunk), std::move(extent), mem, chunk_size, a);
     ChunkGuard g(b->chunk);
     return carve(a, b, &a.settled, n, bytes, alignment, owner);
@@ -609,9 +676,9 @@ class PoolResource final : public Resource {
     Waits waits(order_);
     if (void* p = take_settled_elsewhere(a, r, waits)) return p;
     if (limited_ && r.need > maximum_) throw OutOfMemory(exhausted(r.bytes, r.alignment, ""));
-    // 3. Grow.
+    // 3. Grow (merging the wholly free chunks into the new one).
     std::string upstream_error;
-    const std::size_t chunk = growth_for(r.need);
+    const std::size_t chunk = growth_for(r.need, merge_free_chunks(world, a));
     if (chunk != 0) {
       if (void* p = grow(world, a, chunk, r.n, r.bytes, r.alignment, r.owner, upstream_error)) return p;
     }
@@ -801,12 +868,18 @@ class PoolResource final : public Resource {
   // freed on may be gone, so a stream-ordered pool makes stream 0 wait on
   // their events (or, if some of those frees are not covered by an event
   // yet, waits for the whole device once) and gives extents back on stream
-  // 0. A failed wait detaches nothing (error set). Requires the world.
-  void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error) {
+  // 0. A failed wait detaches nothing (error set). `merging`
+  // (merge_free_chunks): only grown extents, and none with a fresh block,
+  // so nothing waits for the device. Requires the world.
+  void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error, bool merging = false) {
     out.reserve(chunk_count_);
-    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = false;
-    for (Chunk* c = chunks_; c != nullptr; c = c->next)
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = merging && !c->extent->grown;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) {
       if (c->allocated != 0) c->extent->busy = true;
+      if (merging && !c->extent->busy)
+        for (Block* b = c->first; b != nullptr; b = b->next_phys)
+          if (b->index->fresh()) c->extent->busy = true;
+    }
     try {
       Waits waits(order_);
       for (Chunk* c = chunks_; c != nullptr; c = c->next) {

@@ -69,6 +69,7 @@ struct Extent {
   std::size_t size = 0;
   std::size_t chunks = 0;  // chunks that tile it
   bool busy = false;       // scratch for the world-locked scans
+  bool grown = false;      // asked for by growth (not the initial size): growth may give it back to merge (pool.cpp)
 };
 
 // A contiguous piece of one extent, carved into blocks: the unit of physical

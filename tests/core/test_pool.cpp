@@ -290,6 +290,66 @@ TEST(Pool, GrowthIsAtLeastGrowthSize) {
   for (void* p : live) pool->deallocate(p, 10 * KiB, 0, 0);
 }
 
+// Growth first gives back the wholly free chunks it grew and asks for one
+// chunk of their size more (pool.cpp, merge_free_chunks): held grows by the
+// step alone, and the chunks get fewer and larger.
+TEST(Pool, GrowthMergesWhollyFreeGrownChunksIntoTheNewOne) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 0);  // chunk 1 (1 MiB)
+  void* b = pool->allocate(MiB, 0, 0);  // chunk 2 (1 MiB)
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  pool->deallocate(a, MiB, 0, 0);  // chunk 1 wholly free, too small for 2 MiB
+  void* c = pool->allocate(2 * MiB, 0, 0);
+  core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.chunk_count, 2u);         // chunk 1 given back, one 3 MiB chunk asked for
+  EXPECT_EQ(i.pool_size, 4 * MiB);      // 1 MiB (b's) + 1 MiB merged + 2 MiB grown
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 4 * MiB);
+  void* d = pool->allocate(MiB, 0, 0);  // the merged megabyte, no growth
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 4 * MiB);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  for (auto [p, n] : {std::pair{b, MiB}, std::pair{c, 2 * MiB}, std::pair{d, MiB}}) pool->deallocate(p, n, 0, 0);
+}
+
+TEST(Pool, GrowthDoesNotMergeTheInitialChunk) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, MiB, 0, MiB);
+  void* b = pool->allocate(MiB, 0, 0);  // the initial chunk
+  void* c = pool->allocate(MiB, 0, 0);  // a grown one
+  pool->deallocate(b, MiB, 0, 0);       // the initial chunk wholly free: it stays as asked for
+  void* d = pool->allocate(2 * MiB, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 3u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 4 * MiB);
+  pool->deallocate(c, MiB, 0, 0);
+  pool->deallocate(d, 2 * MiB, 0, 0);
+}
+
+// A stream-ordered pool merges without blocking the host: its own fresh
+// blocks are settled by an event first; a chunk with another stream's fresh
+// (uncovered) blocks stays, since giving it back would need the device.
+TEST(Pool, StreamOrderedGrowthMergesWithoutDeviceSync) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 1);
+  void* b = pool->allocate(MiB, 0, 1);
+  pool->deallocate(a, MiB, 0, 1);  // fresh on stream 1
+  void* c = pool->allocate(2 * MiB, 0, 1);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 4 * MiB);
+  void* d = pool->allocate(MiB, 0, 1);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 4 * MiB);
+  pool->deallocate(d, MiB, 0, 1);
+  pool->deallocate(c, 2 * MiB, 0, 1);  // stream 1's 3 MiB chunk wholly free, fresh
+  // Stream 2 needs 4 MiB: stream 1's free chunk is not its to settle, so it stays.
+  void* e = pool->allocate(4 * MiB, 0, 2);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 3u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 8 * MiB);
+  EXPECT_EQ(up->device_syncs(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  pool->deallocate(e, 4 * MiB, 0, 2);
+  pool->deallocate(b, MiB, 0, 1);
+}
+
 TEST(Pool, MaximumSizeIsEnforcedAndThePoolStaysUsable) {
   auto stats = core::make_statistics_adaptor(core::make_host_resource());
   auto pool = make_pool(stats, MiB, 2 * MiB, MiB);
