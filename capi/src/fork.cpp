@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -49,12 +50,6 @@ void after_fork_child() noexcept;  // handles.cpp
 std::atomic<bool> g_forking{false};
 
 namespace {
-
-// Threads inside a gate without a block (allocation failed, or the thread is
-// past its TLS destruction): counted here instead.
-std::atomic<std::int64_t> g_unlisted{0};
-std::mutex g_fork_mutex;  // one fork at a time
-
 // The gate's store-load ordering. Where the kernel offers it, an asymmetric
 // fence: gates order their store and load with a compiler barrier only, and
 // prepare() makes every running thread of the process execute a full barrier
@@ -71,17 +66,32 @@ bool membarrier_register() noexcept {
   return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
 #endif
 }
+}  // namespace
+
 const bool g_asymmetric = membarrier_register();
 
-// Heavy side: after this, every gate that stored `active` before is visible,
-// and every gate that loads g_forking after sees it raised.
+// Heavy side: after this, every light store made before is visible (a gate's
+// `active`, a hazard word of registry::enter()), and every light load made
+// after sees what the caller stored before (g_forking raised, a slot's
+// generation bumped).
 void heavy_barrier() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (g_asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return;
-  // membarrier failed now: gates that ran asymmetric cannot be trusted to be
-  // visible; wait a scheduling round for good measure and rely on the loop.
-  sched_yield();
+  // membarrier failed now (it does not, once registered, short of the kernel
+  // running out of memory): a light store may still sit in its CPU's store
+  // buffer, which drains within microseconds at most; wait far longer than
+  // that (1 ms) before the caller reads.
+  const timespec nap{0, 1000000};
+  nanosleep(&nap, nullptr);
 }
+
+namespace {
+
+// Threads inside a gate without a block (allocation failed, or the thread is
+// past its TLS destruction): counted here instead.
+std::atomic<std::int64_t> g_unlisted{0};
+std::mutex g_fork_mutex;  // one fork at a time
+
 
 void wait_for_fork() noexcept {
   while (g_forking.load(std::memory_order_acquire)) sched_yield();
