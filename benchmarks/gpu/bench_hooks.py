@@ -44,18 +44,15 @@ SETUP = {
         torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
     """,
     ("cupy", "own"): "import cupy",
+    # The shipped hook: C-level (CuPy's CFunctionAllocator over tether_py.c's malloc/free,
+    # stream read through CuPy's C API) with CuPy >= 14.1, else the Python hook; the row
+    # says which.
     ("cupy", "tether"): """
         import cupy, tether, tether.cupy
         cupy.cuda.set_allocator(tether.cupy.allocator(
             tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB")))
+        print("NOTE tether.cupy path:", tether.cupy.c_level_reason() or "C-level hook")
     """,
-    # Not shipped, measured to decide: CuPy's C-level hook (CFunctionAllocator) calls
-    # malloc(param, size, device) without a stream. "tether-c" orders everything on the
-    # default stream (what the hook alone allows); "tether-c-stream" also reads CuPy's
-    # current stream in C at each call, through CuPy's Cython C API (the capsule
-    # cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"]): the cost of a
-    # stream-correct C-level path. Both shims throw through CuPy's frames on failure
-    # (tether_torch_allocate's mode): a measurement, not a hook to ship.
     ("cupy", "rmm"): """
         import cupy, rmm, rmm.mr
         from rmm.allocators.cupy import rmm_cupy_allocator
@@ -64,56 +61,6 @@ SETUP = {
         cupy.cuda.set_allocator(rmm_cupy_allocator)
     """,
 }
-
-# The "tether-c*" rows: CuPy's CFunctionAllocator over a C shim, compiled at start-up.
-# STREAM_EXPR is the stream each call passes ("0", or get_stream(): CuPy's current
-# stream through the capsule PRELUDE looks up).
-_C_SHIM = """
-import ctypes, os, subprocess, tempfile
-import cupy, tether
-tether.set_current_resource(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"), 0)
-get_stream = None
-PRELUDE
-SRC = r'''
-#include <stddef.h>
-#include <stdint.h>
-void* tether_torch_allocate(size_t, int, void*);
-void tether_torch_deallocate(void*, size_t, int, void*);
-static intptr_t (*get_stream)(void);
-void shim_init(void* f) { get_stream = (intptr_t (*)(void))f; }
-void* shim_malloc(void* param, size_t n, int dev) { (void)param; return tether_torch_allocate(n, dev, STREAM_EXPR); }
-void shim_free(void* param, void* p, int dev) { (void)param; tether_torch_deallocate(p, 0, dev, STREAM_EXPR); }
-'''
-d = tempfile.mkdtemp()
-with open(os.path.join(d, "shim.c"), "w") as f:
-    f.write(SRC)
-subprocess.run(["cc", "-O2", "-shared", "-fPIC", os.path.join(d, "shim.c"), "-o", os.path.join(d, "shim.so"),
-                tether.get_library()], check=True)
-shim = ctypes.CDLL(os.path.join(d, "shim.so"))
-if get_stream is not None:
-    shim.shim_init(ctypes.c_void_p(get_stream))
-fn = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
-c_alloc = cupy.cuda.memory.CFunctionAllocator(0, fn("shim_malloc"), fn("shim_free"), shim)
-cupy.cuda.set_allocator(c_alloc.malloc)
-"""
-_CAPSULE = """
-import cupy_backends.cuda.stream as _cs
-_cap = _cs.__pyx_capi__["get_current_stream_ptr"]
-_name = ctypes.pythonapi.PyCapsule_GetName
-_name.restype, _name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-_getp = ctypes.pythonapi.PyCapsule_GetPointer
-_getp.restype, _getp.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-get_stream = _getp(_cap, _name(_cap))
-"""
-# Not shipped, measured to decide: CuPy's C-level hook (CFunctionAllocator) calls
-# malloc(param, size, device) without a stream. "tether-c" orders everything on the
-# default stream (what the hook alone allows); "tether-c-stream" also reads CuPy's
-# current stream in C at each call, through CuPy's Cython C API (the capsule
-# cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"]): the cost of a
-# stream-correct C-level path. Both shims throw through CuPy's frames on failure
-# (tether_torch_allocate's mode): a measurement, not a hook to ship.
-SETUP[("cupy", "tether-c")] = _C_SHIM.replace("PRELUDE", "").replace("STREAM_EXPR", "0")
-SETUP[("cupy", "tether-c-stream")] = _C_SHIM.replace("PRELUDE", _CAPSULE).replace("STREAM_EXPR", "(void*)get_stream()")
 
 LOOP = {
     "torch": """
@@ -155,6 +102,8 @@ def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str
                       f"SIZES = {SIZES!r}; ITERS = {iters}; REPS = {reps}", MEASURE])
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     for line in proc.stdout.splitlines():
+        if line.startswith("NOTE "):
+            print(f"  {lib} {who}: {line[len('NOTE '):]}")
         if line.startswith("RESULT "):
             raw = json.loads(line[len("RESULT "):])
             return {k: statistics.median(v) for k, v in raw.items()}
@@ -173,8 +122,6 @@ def main(argv: list[str]) -> int:
     for lib in ("torch", "cupy"):
         for who in ("own", "tether", "rmm"):
             table[(lib, who)] = measure(lib, who, iters, reps) if lib in libs else "not measured: --libs"
-    for who in ("tether-c", "tether-c-stream"):
-        table[("cupy", who)] = measure("cupy", who, iters, reps) if "cupy" in libs else "not measured: --libs"
     print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
     print("targets (issue 22): torch tether/own <= 0.95x, cupy tether/own <= 1.0x, at every size")
     print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
@@ -195,15 +142,6 @@ def main(argv: list[str]) -> int:
         r, goal = row["tether_vs_own"], TARGET[row["library"]]
         print(f"  {row['library']} {row['size']:>8}: tether/own = {r:.3f} (target <= {goal}): "
               f"{'met' if r <= goal else 'MISSED'}")
-    own = table[("cupy", "own")]
-    for who, what in (("tether-c", "default stream only"), ("tether-c-stream", "CuPy's current stream via its C API")):
-        c_path = table[("cupy", who)]
-        if isinstance(c_path, dict) and isinstance(own, dict):
-            for n in map(str, SIZES):
-                print(f"cupy C-level path (CFunctionAllocator, {what}; not shipped), {n}: "
-                      f"{c_path[n]:.1f} ns = {c_path[n] / own[n]:.3f}x CuPy's own")
-        else:
-            print(f"cupy C-level path ({what}): {c_path}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump(summary, f, indent=1)

@@ -297,3 +297,348 @@ int _tether_py_cb_failure(size_t size, void* user) {
   leave();
   return retry;
 }
+
+/* ---- CuPy's C-level allocator hook (tether.cupy) ---------------------------
+ *
+ * CuPy (>= 14.1) calls, through cupy.cuda.memory.CFunctionAllocator,
+ *   void* malloc(void* param, size_t size, int device)   typedef'd `except +`,
+ *         called from `cdef intptr_t _call_malloc(...) except *`
+ *   void  free(void* param, void* ptr, int device)       typedef'd `noexcept`
+ * (cupy/cuda/memory.pyx). A failing malloc sets a Python exception and
+ * returns NULL. Per that source CuPy checks PyErr_Occurred() after the call;
+ * the cupy-cuda13x 14.2.0 wheel (seen on the GPU machine) does not, and CPython
+ * raises SystemError("... returned a result with an exception set") from ours
+ * when CFunctionAllocatorMemory(...) returns; tether.cupy's allocator function
+ * re-raises ours. Either way CuPy keeps ptr 0 (its __dealloc__ frees only a
+ * non-zero ptr). No C++ exception ever leaves these functions. Older CuPy
+ * (<= 14.0.1) is not used with this path: tether.cupy keeps its Python hook
+ * there (see _c_level_support in tether/cupy.py).
+ *
+ * Each allocation is recorded in one process-wide open-addressing map,
+ * ptr -> (resource, size, stream): free gives the memory back to the resource
+ * it came from, on the stream it was ordered on, whatever resource or stream is
+ * current by then. Why not one tether_buffer_t per allocation (the Python
+ * hook's choice)? Counted with callgrind over a pool on a host resource
+ * (valgrind --tool=callgrind, 20000 allocate+free of 256-704 B, libtether -O2):
+ *   tether_buffer_create + get_ptr + tether_buffer_release     2007 instr.
+ *   the same with resource NULL (current resource)             2329
+ *   resource_retain + allocate + deallocate + resource_release  933
+ *   current_resource_get (+1) + allocate + deallocate + release 1157
+ *   allocate + deallocate alone                                 712
+ *   one uncontended pthread mutex lock + unlock                  64
+ * so the map holds the raw allocation: for a fixed resource, a reference on
+ * the hook (an atomic count; the hook holds the resource) instead of
+ * retain/release of the resource per allocation (saves ~220); for
+ * resource=None, the +1 that tether_current_resource_get() hands out.
+ *
+ * Threads: CuPy calls from any Python thread, and under free-threaded Python
+ * the GIL is no lock, so the map is guarded by its own mutex, which is never
+ * held while calling tether or Python. The GIL (or the thread's attached
+ * state) is held only to read CuPy's stream and to raise, and is released
+ * around the tether calls (a resource may call back into Python from another
+ * thread while holding its own lock), except once Python is shutting down
+ * (enter() fails): then it is kept, since a thread that asks for it back
+ * during finalization is made to exit, which would unwind through CuPy's
+ * `except +` frames. */
+
+#include <pthread.h>
+#include <string.h>
+
+typedef intptr_t (*cupy_stream_of_device_fn)(int);
+typedef intptr_t (*cupy_current_stream_fn)(void);
+
+typedef struct cupy_hook {
+  atomic_long refs;             /* 1 for the Python owner + 1 per live allocation of `resource` */
+  tether_resource_t* resource;  /* +1; NULL: the current resource of the device at each malloc */
+  int device_only;              /* >= 0: CuPy's device must be this one; -1: any */
+  void* get_stream;             /* CuPy's stream getter, or NULL (stream 0) */
+  int getter_takes_device;      /* 1: intptr_t (int device), 0: intptr_t (void) */
+} cupy_hook;
+
+enum { kEntryFree = 0, kEntryAlloc = 1, kEntryHook = 2 };
+
+typedef struct {
+  uintptr_t key;                /* the pointer (kEntryAlloc) or the hook's address (kEntryHook) */
+  int kind;
+  size_t size;
+  tether_stream_t stream;
+  tether_resource_t* resource;  /* where the memory frees into */
+  cupy_hook* hook;              /* non-NULL: a hook reference keeps `resource`; NULL: +1 on it */
+} cupy_entry;
+
+static pthread_mutex_t g_cupy_lock = PTHREAD_MUTEX_INITIALIZER;
+static cupy_entry* g_cupy_table = NULL; /* capacity a power of two, load <= 3/4 */
+static size_t g_cupy_cap = 0, g_cupy_used = 0, g_cupy_live = 0;
+static atomic_ullong g_cupy_ignored_frees = 0, g_cupy_failed_frees = 0;
+
+static size_t cupy_slot(uintptr_t key, size_t cap) {
+  return (size_t)(((uint64_t)key * UINT64_C(0x9E3779B97F4A7C15)) >> 17) & (cap - 1);
+}
+
+/* The slot holding key, or the empty slot where it would go. Lock held, cap > 0. */
+static size_t cupy_find(uintptr_t key) {
+  size_t i = cupy_slot(key, g_cupy_cap);
+  while (g_cupy_table[i].kind != kEntryFree && g_cupy_table[i].key != key) i = (i + 1) & (g_cupy_cap - 1);
+  return i;
+}
+
+/* Make room for one more entry. Lock held. 0 when out of memory. */
+static int cupy_reserve(void) {
+  size_t cap, i;
+  cupy_entry* t;
+  if ((g_cupy_used + 1) * 4 <= g_cupy_cap * 3) return 1;
+  cap = g_cupy_cap ? g_cupy_cap * 2 : 256;
+  t = (cupy_entry*)calloc(cap, sizeof(cupy_entry));
+  if (t == NULL) return 0;
+  for (i = 0; i < g_cupy_cap; ++i) {
+    if (g_cupy_table[i].kind != kEntryFree) {
+      size_t j = cupy_slot(g_cupy_table[i].key, cap);
+      while (t[j].kind != kEntryFree) j = (j + 1) & (cap - 1);
+      t[j] = g_cupy_table[i];
+    }
+  }
+  free(g_cupy_table);
+  g_cupy_table = t;
+  g_cupy_cap = cap;
+  return 1;
+}
+
+/* Remove the entry at slot i (linear probing: shift the following run back). Lock held. */
+static void cupy_erase(size_t i) {
+  size_t mask = g_cupy_cap - 1, j = i;
+  for (;;) {
+    size_t home;
+    j = (j + 1) & mask;
+    if (g_cupy_table[j].kind == kEntryFree) break;
+    home = cupy_slot(g_cupy_table[j].key, g_cupy_cap);
+    /* Move j back to i unless its home lies cyclically in (i, j]. */
+    if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+      g_cupy_table[i] = g_cupy_table[j];
+      i = j;
+    }
+  }
+  memset(&g_cupy_table[i], 0, sizeof(cupy_entry));
+  --g_cupy_used;
+}
+
+static void cupy_hook_unref(cupy_hook* hook) {
+  if (atomic_fetch_sub(&hook->refs, 1) == 1) {
+    tether_resource_release(hook->resource);
+    free(hook);
+  }
+}
+
+void* _tether_py_cupy_hook_new(tether_resource_t* resource, int device_only, void* get_stream,
+                               int getter_takes_device) {
+  cupy_hook* hook;
+  size_t i;
+  if (device_only < -1 || (getter_takes_device != 0 && getter_takes_device != 1)) {
+    remember(TETHER_ERROR_INVALID_ARGUMENT);
+    return NULL;
+  }
+  if (resource != NULL && remember(tether_resource_retain(resource)) != TETHER_OK) return NULL;
+  hook = (cupy_hook*)malloc(sizeof(cupy_hook));
+  if (hook == NULL) {
+    tether_resource_release(resource);
+    remember(TETHER_ERROR_OUT_OF_MEMORY);
+    return NULL;
+  }
+  atomic_init(&hook->refs, 1);
+  hook->resource = resource;
+  hook->device_only = device_only;
+  hook->get_stream = get_stream;
+  hook->getter_takes_device = getter_takes_device;
+  pthread_mutex_lock(&g_cupy_lock);
+  if (!cupy_reserve()) {
+    pthread_mutex_unlock(&g_cupy_lock);
+    tether_resource_release(resource);
+    free(hook);
+    remember(TETHER_ERROR_OUT_OF_MEMORY);
+    return NULL;
+  }
+  i = cupy_find((uintptr_t)hook);
+  g_cupy_table[i].key = (uintptr_t)hook;
+  g_cupy_table[i].kind = kEntryHook;
+  g_cupy_table[i].hook = hook;
+  ++g_cupy_used;
+  pthread_mutex_unlock(&g_cupy_lock);
+  return hook;
+}
+
+void _tether_py_cupy_hook_delete(void* hook) {
+  cupy_hook* found = NULL;
+  pthread_mutex_lock(&g_cupy_lock);
+  if (hook != NULL && g_cupy_cap) {
+    size_t i = cupy_find((uintptr_t)hook);
+    if (g_cupy_table[i].kind == kEntryHook) {
+      found = g_cupy_table[i].hook;
+      cupy_erase(i);
+    }
+  }
+  pthread_mutex_unlock(&g_cupy_lock);
+  if (found) cupy_hook_unref(found); /* allocations still out keep it until their free */
+}
+
+/* A +1 reference on the live hook `param`, or NULL. */
+static cupy_hook* cupy_hook_get(void* param) {
+  cupy_hook* hook = NULL;
+  pthread_mutex_lock(&g_cupy_lock);
+  if (param != NULL && g_cupy_cap) {
+    size_t i = cupy_find((uintptr_t)param);
+    if (g_cupy_table[i].kind == kEntryHook) {
+      hook = g_cupy_table[i].hook;
+      atomic_fetch_add(&hook->refs, 1);
+    }
+  }
+  pthread_mutex_unlock(&g_cupy_lock);
+  return hook;
+}
+
+/* Set the tether exception for `status` (tether._errors.error_for: the class of
+   the status, the thread's last message). Always leaves an exception set. */
+static void cupy_raise(tether_status_t status) {
+  PyObject* mod = PyImport_ImportModule("tether._errors");
+  PyObject* exc = mod ? PyObject_CallMethod(mod, "error_for", "i", (int)status) : NULL;
+  Py_XDECREF(mod);
+  if (exc != NULL) {
+    PyErr_SetObject((PyObject*)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_RuntimeError, "tether.cupy: allocation failed");
+  }
+}
+
+void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
+  PyGILState_STATE gil;
+  PyThreadState* saved = NULL;
+  cupy_hook* hook;
+  tether_resource_t* resource = NULL;
+  tether_stream_t stream = 0;
+  tether_status_t status = TETHER_OK;
+  void* ptr = NULL;
+  int stored = 0, may_release;
+
+  if (size == 0) return NULL; /* CuPy never asks (a 0-byte array has ptr 0); nothing to record */
+  gil = PyGILState_Ensure(); /* CuPy holds it already: then this only counts */
+  hook = cupy_hook_get(param);
+  if (hook == NULL) {
+    PyErr_Format(PyExc_ValueError, "tether.cupy: param %p is not a live tether CuPy allocator", param);
+    goto out;
+  }
+  if (hook->device_only >= 0 && device != hook->device_only) {
+    PyErr_Format(PyExc_ValueError,
+                 "the tether resource holds memory of device %d, but CuPy's current device is %d; "
+                 "make one allocator per device", hook->device_only, device);
+    cupy_hook_unref(hook);
+    goto out;
+  }
+  if (hook->get_stream != NULL) {
+    intptr_t s = hook->getter_takes_device ? ((cupy_stream_of_device_fn)hook->get_stream)(device)
+                                           : ((cupy_current_stream_fn)hook->get_stream)();
+    if (s == -1 && PyErr_Occurred()) { /* CuPy >= 14.1 declares it `except? -1` */
+      cupy_hook_unref(hook);
+      goto out;
+    }
+    stream = (tether_stream_t)s;
+  }
+
+  may_release = enter(); /* counted in flight: the exit handler waits for us */
+  if (may_release) saved = PyEval_SaveThread();
+  resource = hook->resource;
+  if (resource == NULL) status = tether_current_resource_get(device, &resource);
+  if (status == TETHER_OK) status = tether_resource_allocate(resource, size, 0, stream, &ptr);
+  if (status == TETHER_OK) {
+    pthread_mutex_lock(&g_cupy_lock);
+    if (cupy_reserve()) {
+      size_t i = cupy_find((uintptr_t)ptr);
+      cupy_entry* e = &g_cupy_table[i];
+      e->key = (uintptr_t)ptr;
+      e->kind = kEntryAlloc;
+      e->size = size;
+      e->stream = stream;
+      e->resource = resource;
+      e->hook = hook->resource != NULL ? hook : NULL; /* the hook reference moves into the entry */
+      ++g_cupy_used;
+      ++g_cupy_live;
+      stored = 1;
+    }
+    pthread_mutex_unlock(&g_cupy_lock);
+    if (!stored) tether_resource_deallocate(resource, ptr, size, 0, stream);
+  }
+  if (hook->resource == NULL && !stored) tether_resource_release(resource); /* NULL: a no-op */
+  if (!stored || hook->resource == NULL) cupy_hook_unref(hook);
+  if (may_release) {
+    PyEval_RestoreThread(saved);
+    leave();
+  }
+  if (status != TETHER_OK) cupy_raise(status); /* the thread's tether message is still this failure's */
+  else if (!stored) PyErr_NoMemory();
+out:
+  PyGILState_Release(gil);
+  return stored ? ptr : NULL;
+}
+
+void _tether_py_cupy_free(void* param, void* ptr, int device) {
+  cupy_entry e;
+  int found = 0, may_release;
+  PyGILState_STATE gil = PyGILState_UNLOCKED;
+  PyThreadState* saved = NULL;
+  (void)param; /* the pointer's own record says where it goes, even if its allocator is gone */
+  (void)device;
+  if (ptr != NULL) {
+    pthread_mutex_lock(&g_cupy_lock);
+    if (g_cupy_cap) {
+      size_t i = cupy_find((uintptr_t)ptr);
+      if (g_cupy_table[i].kind == kEntryAlloc) {
+        e = g_cupy_table[i];
+        cupy_erase(i);
+        --g_cupy_live;
+        found = 1;
+      }
+    }
+    pthread_mutex_unlock(&g_cupy_lock);
+  }
+  if (!found) {
+    atomic_fetch_add(&g_cupy_ignored_frees, 1);
+    return;
+  }
+  may_release = enter();
+  if (may_release) {
+    gil = PyGILState_Ensure();
+    saved = PyEval_SaveThread();
+  }
+  if (tether_resource_deallocate(e.resource, ptr, e.size, 0, e.stream) != TETHER_OK)
+    atomic_fetch_add(&g_cupy_failed_frees, 1);
+  if (e.hook != NULL) cupy_hook_unref(e.hook);
+  else tether_resource_release(e.resource);
+  if (may_release) {
+    PyEval_RestoreThread(saved);
+    PyGILState_Release(gil);
+    leave();
+  }
+}
+
+int _tether_py_cupy_lookup(void* ptr, size_t* size, tether_stream_t* stream, tether_resource_t** resource) {
+  int found = 0;
+  if (size == NULL || stream == NULL || resource == NULL) return 0;
+  pthread_mutex_lock(&g_cupy_lock);
+  if (ptr != NULL && g_cupy_cap) {
+    size_t i = cupy_find((uintptr_t)ptr);
+    if (g_cupy_table[i].kind == kEntryAlloc) {
+      *size = g_cupy_table[i].size;
+      *stream = g_cupy_table[i].stream;
+      *resource = g_cupy_table[i].resource;
+      found = tether_resource_retain(*resource) == TETHER_OK;
+    }
+  }
+  pthread_mutex_unlock(&g_cupy_lock);
+  return found;
+}
+
+void _tether_py_cupy_counters(uint64_t* live, uint64_t* ignored_frees, uint64_t* failed_frees) {
+  pthread_mutex_lock(&g_cupy_lock);
+  if (live) *live = g_cupy_live;
+  pthread_mutex_unlock(&g_cupy_lock);
+  if (ignored_frees) *ignored_frees = atomic_load(&g_cupy_ignored_frees);
+  if (failed_frees) *failed_frees = atomic_load(&g_cupy_failed_frees);
+}

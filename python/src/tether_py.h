@@ -82,3 +82,46 @@ void _tether_py_callback_failed(tether_status_t status, const char* message);
    already under way on other threads to finish, so no thread asks for the GIL
    once finalization has begun. */
 void _tether_py_callbacks_shutdown(void);
+
+/* ---- CuPy's C-level allocator hook (tether.cupy; see tether_py.c) ----------
+   A hook is the `param` of a cupy.cuda.memory.CFunctionAllocator whose malloc
+   and free are the two functions below. Each allocation is recorded in one
+   process-wide map, pointer -> (resource, size, stream), so free gives it back
+   to the resource it came from, on the stream it was ordered on. */
+
+/* A hook allocating from `resource` (retained; NULL: the current resource of
+   CuPy's device at each malloc). device_only >= 0 makes malloc refuse any other
+   device (ValueError), -1 allows all. get_stream: CuPy's stream getter from its
+   Cython C API, `intptr_t (int device)` if getter_takes_device is 1 or
+   `intptr_t (void)` if 0; NULL orders everything on stream 0. Returns the hook
+   (the `param`), or NULL with the status in _tether_py_last_status()
+   (INVALID_ARGUMENT, INVALID_HANDLE, OUT_OF_MEMORY). */
+void* _tether_py_cupy_hook_new(tether_resource_t* resource, int device_only, void* get_stream,
+                               int getter_takes_device);
+
+/* The hook's owner is gone: later mallocs through it raise ValueError; the
+   allocations still out keep what they need and free normally. Unknown or NULL:
+   a no-op. */
+void _tether_py_cupy_hook_delete(void* hook);
+
+/* CuPy's malloc: `size` bytes on CuPy's current stream of `device`. Must be
+   called with the GIL held (CuPy does; cffi's lib.* releases it, so take the
+   function's address instead). On failure it returns NULL with a Python
+   exception set: the tether error (tether._errors.error_for; out of memory is a
+   MemoryError), ValueError for a device the resource does not serve or an
+   unknown param, or what CuPy's stream getter raised. Size 0: NULL, no
+   exception, nothing recorded. */
+void* _tether_py_cupy_malloc(void* param, size_t size, int device);
+
+/* CuPy's free: gives `ptr` back to its resource on its stream (param and device
+   are not needed: the pointer's record says). NULL or a pointer the map does
+   not hold: a no-op, counted. Any thread, with or without the GIL. */
+void _tether_py_cupy_free(void* param, void* ptr, int device);
+
+/* The record of a live allocation: 1 and size, stream and resource (+1, for the
+   caller to release), or 0 if `ptr` is not one (or an out pointer is NULL). */
+int _tether_py_cupy_lookup(void* ptr, size_t* size, tether_stream_t* stream, tether_resource_t** resource);
+
+/* Live allocations, frees ignored (NULL or unknown pointers), and frees the
+   resource refused (the memory is then lost, not reused). Each out may be NULL. */
+void _tether_py_cupy_counters(uint64_t* live, uint64_t* ignored_frees, uint64_t* failed_frees);

@@ -8,6 +8,13 @@ the free and with which arguments) - taken from the libraries' sources:
   (an object with ``.ptr``), ``UnownedMemory(ptr, size, owner, device_id=-1)``
   (keeps ``owner`` as ``_owner``), ``MemoryPointer(mem, offset)``,
   ``set_allocator``/``get_allocator``, ``get_default_memory_pool().malloc``.
+* CuPy's C-level hook (FakeCupyC, CuPy >= 14.1): ``cupy.cuda.memory.CFunctionAllocator(param,
+  malloc_func, free_func, owner)`` whose ``malloc(size)`` calls ``malloc_func(param, size,
+  device)`` with the GIL held and checks for a Python exception after it (cupy/cuda/memory.pyx:
+  ``_call_malloc(...) except *``; ctypes' PYFUNCTYPE does the same check), skips size 0, and
+  whose memory calls ``free_func(param, ptr, device)`` when it dies if ptr != 0; and
+  ``cupy_backends.cuda.stream.__pyx_capi__`` holding Cython's capsule for
+  ``get_stream_ptr`` (named by its C signature, ``intptr_t (int)``).
 * Numba: ``HostOnlyCUDAMemoryManager(context=...)`` with ``reset``/
   ``defer_cleanup``; ``MemoryPointer(context, pointer, size, owner=None,
   finalizer=None)`` calls the finalizer through ``weakref.finalize`` when it
@@ -27,6 +34,7 @@ slot of tether's table; the GPU tests run the same paths with the real libraries
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import sys
 import types
 import weakref
@@ -88,6 +96,72 @@ class FakeCupy:
         self.modules = {"cupy": _module("cupy", __version__="14.2.0", cuda=cuda, get_default_memory_pool=lambda: default_pool),
                         "cupy.cuda": cuda}
         self.state = state
+
+
+class FakeCupyC(FakeCupy):
+    """FakeCupy with CuPy's C-level hook and stream C API (see the module docs).
+    ``capsules`` overrides __pyx_capi__ ({name: (signature bytes, C function)})."""
+
+    MALLOC = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    FREE = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+    GET_STREAM = ctypes.PYFUNCTYPE(ctypes.c_ssize_t, ctypes.c_int)
+
+    def __init__(self, version: str = "14.2.0", capsules: dict | None = None, unchecked: bool = False) -> None:
+        # unchecked: as the CuPy 14.2.0 wheel behaves (seen on the GPU machine), the exception
+        # the C malloc sets is not checked inside CFunctionAllocatorMemory.__init__, so the
+        # constructor returns with it set and CPython raises SystemError("<class ...>
+        # returned a result with an exception set") from it.
+        super().__init__()
+        fake = self
+        self.streams_asked: list[int] = []
+
+        def get_stream_ptr(device_id):
+            fake.streams_asked.append(device_id)
+            return fake.stream
+
+        self._getter = self.GET_STREAM(get_stream_ptr)  # kept alive with the fake
+        if capsules is None:
+            capsules = {"get_stream_ptr": (b"intptr_t (int)", self._getter)}
+        self._names = [ctypes.create_string_buffer(sig) for sig, _ in capsules.values()]
+        new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+            ("PyCapsule_New", ctypes.pythonapi))  # our own function object: pythonapi's are shared
+        capi = {name: new_capsule(ctypes.cast(fn, ctypes.c_void_p), self._names[i], None)
+                for i, (name, (_, fn)) in enumerate(capsules.items())}
+        malloc_t, free_t = self.MALLOC, self.FREE
+
+        class CFunctionAllocatorMemory:
+            def __init__(self, size, param, malloc_func, free_func, device_id):
+                self._param, self._free_func, self.device_id, self.size, self.ptr = param, free_func, device_id, size, 0
+                if size > 0:
+                    try:
+                        self.ptr = malloc_t(malloc_func)(param, size, device_id) or 0
+                    except Exception as e:
+                        if not unchecked:
+                            raise
+                        raise SystemError(f"{CFunctionAllocatorMemory!r} returned a result with an exception "
+                                          "set") from e
+
+            def __del__(self):
+                if self.ptr:
+                    free_t(self._free_func)(self._param, self.ptr, self.device_id)
+
+        class CFunctionAllocator:
+            def __init__(self, param, malloc_func, free_func, owner):
+                self._param, self._malloc_func, self._free_func, self._owner = param, malloc_func, free_func, owner
+
+            def malloc(self, size):
+                mem = CFunctionAllocatorMemory(size, self._param, self._malloc_func, self._free_func, fake.device)
+                return self.modules["cupy.cuda"].MemoryPointer(mem, 0)
+
+        CFunctionAllocator.modules = self.modules
+        memory = _module("cupy.cuda.memory", CFunctionAllocator=CFunctionAllocator)
+        cuda = self.modules["cupy.cuda"]
+        cuda.memory = memory
+        self.modules["cupy"].__version__ = version
+        stream = _module("cupy_backends.cuda.stream", __pyx_capi__=capi)
+        self.modules.update({"cupy.cuda.memory": memory, "cupy_backends": _module("cupy_backends"),
+                             "cupy_backends.cuda": _module("cupy_backends.cuda", stream=stream),
+                             "cupy_backends.cuda.stream": stream})
 
 
 # ---- Numba --------------------------------------------------------------------
