@@ -63,7 +63,7 @@ class AddressTable {
 
   // The slot holding `key`, or npos.
   std::size_t find(std::uintptr_t key) const noexcept {
-    if (capacity_ == 0 || key == 0) return npos;
+    if (key == 0) return npos;  // (an empty table's slots are none_: no capacity test)
     for (std::size_t i = home(key);; i = (i + 1) & mask_) {
       if (slots_[i].key == key) return i;
       if (slots_[i].key == 0) return npos;
@@ -91,14 +91,21 @@ class AddressTable {
 
   std::size_t size() const noexcept { return size_; }
 
+  AddressTable() = default;
+  AddressTable(const AddressTable&) = delete;
+  AddressTable& operator=(const AddressTable&) = delete;
+  ~AddressTable() {
+    if (slots_ != none_) delete[] slots_;
+  }
+
  private:
   std::size_t home(std::uintptr_t key) const noexcept {
     return static_cast<std::size_t>((hash(key) << UsedBits) >> shift_);
   }
 
   void rehash(std::size_t capacity) {
-    std::unique_ptr<Slot[]> old(new Slot[capacity]);
-    old.swap(slots_);
+    Slot* const old = slots_;
+    slots_ = new Slot[capacity];  // may throw: nothing changed yet
     const std::size_t old_capacity = capacity_;
     capacity_ = capacity;
     mask_ = capacity - 1;
@@ -106,11 +113,16 @@ class AddressTable {
     size_ = 0;
     for (std::size_t i = 0; i < old_capacity; ++i)
       if (old[i].key != 0) insert(old[i]);
+    if (old != none_) delete[] old;
   }
 
-  std::unique_ptr<Slot[]> slots_;
+  // Before the first insert the table has no capacity and its slots are
+  // none_, two empty slots that home() (shift 63: slot 0 or 1) lands on, so
+  // find() needs no test for a table never filled. Never written.
+  static inline Slot none_[2] = {};
+  Slot* slots_ = none_;
   std::size_t capacity_ = 0, mask_ = 0, size_ = 0;
-  unsigned shift_ = 64;
+  unsigned shift_ = 63;
 };
 
 }  // namespace tether::core::detail

@@ -323,23 +323,23 @@ class PoolResource final : public Resource {
   void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
     if (order_ == nullptr) stream = 0;
     const std::size_t n = round_up(bytes, kGranule);
-    // Blocks start on granule boundaries; a larger alignment is found by
-    // searching for enough extra to carve off a leading piece.
-    const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
     Arena& a = arena_for(stream);
+    std::size_t need;
     {
       std::lock_guard<pool_detail::ArenaLock> lock(a.mutex);
       // The fastest path: a block of exactly this size freed on this stream.
-      if (n <= QuickCache::kMaxGranules * kGranule && alignment <= kGranule) {
-        a.quick.note(n >> pool_detail::kGranuleShift);
-        if (Block* b = a.quick.pop(n >> pool_detail::kGranuleShift)) {  // still in a.table
-          b->request.bytes = bytes;
-          b->request.set(alignment, owner);
-          a.used += b->size;
-          pool_detail::tally(a, owner, +1, bytes);
-          return reinterpret_cast<void*>(b->addr);
-        }
+      const std::size_t g = n >> pool_detail::kGranuleShift;
+      if (Block* b = a.quick.note_and_pop(g, QuickCache::slot(g, alignment <= kGranule))) {  // still in a.table
+        b->request.bytes = bytes;
+        b->request.set(alignment, owner);
+        a.used += b->size;
+        pool_detail::tally(a, owner, +1, bytes);
+        return reinterpret_cast<void*>(b->addr);
       }
+      // Blocks start on granule boundaries; a larger alignment is found by
+      // searching for enough extra to carve off a leading piece. (Worked out
+      // here, past the cache's hits, which do not need it.)
+      need = alignment > kGranule ? n + (alignment - kGranule) : n;
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
       if (!a.quick.empty()) flush_quick(a, free_index(a));

@@ -30,9 +30,13 @@ using detail::SpinLock;
 
 // A piece of one chunk, free or allocated. One cache line.
 struct alignas(64) Block {
-  struct Links {  // free: the block's neighbours in a free list of `index`
-    Block* prev;
-    Block* next;  // (also links spare records in the pool's record cache)
+  struct Links {  // free: the block's place in a free list of `index`
+    Block** pprev;  // the pointer to this block: the list head or the previous block's `next`
+    Block* next;    // (also links spare records in the pool's record cache)
+  };
+  struct CacheLink {  // kept in a quick cache (pool_arena.hpp)
+    Block* next;
+    std::uint64_t tag;  // Request::kCached (request.tag)
   };
   struct Request {  // allocated: what was asked for and by whom, checked on free
     std::size_t bytes;
@@ -57,7 +61,8 @@ struct alignas(64) Block {
   FreeIndex* index = nullptr;  // free: the index holding it; allocated: nullptr (chunk lock)
   union {
     Links links{};
-    Request request;  // (a block in a quick cache: links.prev links the cache, request.tag is kCached)
+    Request request;
+    CacheLink cache;
   };
 };
 static_assert(sizeof(Block) == 64, "a block record is one cache line");
