@@ -112,3 +112,12 @@ def run_python():
                               timeout=timeout, env=full_env, cwd=str(HERE))
     return run
 
+
+@pytest.fixture
+def host_pool():
+    """A host pool and two statistics adaptors over it (A and B), closed afterwards."""
+    pool = tether.PoolResource(tether.HostResource())
+    a, b = tether.StatisticsAdaptor(pool), tether.StatisticsAdaptor(pool)
+    yield pool, a, b
+    for r in (a, b, pool):
+        r.close()

@@ -82,16 +82,6 @@ class Hook:
         lib._tether_py_cupy_hook_delete(self.hook)
 
 
-@pytest.fixture
-def host_pool():
-    """A host pool and two statistics adaptors over it (A and B), closed afterwards."""
-    pool = tether.PoolResource(tether.HostResource())
-    a, b = tether.StatisticsAdaptor(pool), tether.StatisticsAdaptor(pool)
-    yield pool, a, b
-    for r in (a, b, pool):
-        r.close()
-
-
 def _bytes(stats) -> int:
     return stats.statistics().current_bytes
 

@@ -54,16 +54,6 @@ def hook(monkeypatch):
         tether.__dict__.pop(name.split(".")[1], None)
 
 
-@pytest.fixture
-def host_pool():
-    """A host pool and two statistics adaptors over it (A and B), closed afterwards."""
-    pool = tether.PoolResource(tether.HostResource())
-    a, b = tether.StatisticsAdaptor(pool), tether.StatisticsAdaptor(pool)
-    yield pool, a, b
-    for r in (a, b, pool):
-        r.close()
-
-
 def _bytes(stats) -> int:
     return stats.statistics().current_bytes
 
