@@ -275,7 +275,7 @@ class PoolResource final : public Resource {
     {
       World world(*this);
       flush_all_quick();
-      detach_free_chunks(spare_arena(), released, error);
+      detach_free_chunks(spare_arena(), released, error, every_chunk);
     }
     give_back(released);
     if (error) std::rethrow_exception(error);
@@ -599,7 +599,7 @@ class PoolResource final : public Resource {
     if (order_ != nullptr && !a.fresh.empty()) record(a);
     std::vector<Release> released;
     std::exception_ptr error;
-    detach_free_chunks(a, released, error, /*merging=*/true);
+    detach_free_chunks(a, released, error, grown_and_settled);
     if (error || released.empty()) return 0;
     std::size_t bytes = 0;
     for (const Release& r : released) bytes += r.size;
@@ -787,7 +787,7 @@ class PoolResource final : public Resource {
     std::vector<Release> released;
     std::exception_ptr error;
     flush_all_quick();
-    detach_free_chunks(a, released, error);
+    detach_free_chunks(a, released, error, every_chunk);
     if (!released.empty()) {
       world.unlock();
       give_back(released);
@@ -868,18 +868,24 @@ class PoolResource final : public Resource {
   // freed on may be gone, so a stream-ordered pool makes stream 0 wait on
   // their events (or, if some of those frees are not covered by an event
   // yet, waits for the whole device once) and gives extents back on stream
-  // 0. A failed wait detaches nothing (error set). `merging`
-  // (merge_free_chunks): only grown extents, and none with a fresh block,
-  // so nothing waits for the device. Requires the world.
-  void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error, bool merging = false) {
+  // 0. A failed wait detaches nothing (error set). `may_go(chunk)` says
+  // whether a wholly free chunk's extent may go at all (every chunk of the
+  // extent must pass): trim and the out-of-memory step pass every_chunk,
+  // merge_free_chunks only grown chunks without a fresh block, so that
+  // nothing waits for the device. Requires the world.
+  static bool every_chunk(const Chunk&) noexcept { return true; }
+  static bool grown_and_settled(const Chunk& c) noexcept {
+    if (!c.extent->grown) return false;
+    for (const Block* b = c.first; b != nullptr; b = b->next_phys)
+      if (b->index->fresh()) return false;
+    return true;
+  }
+  void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error,
+                          bool (*may_go)(const Chunk&) noexcept) {
     out.reserve(chunk_count_);
-    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = merging && !c->extent->grown;
-    for (Chunk* c = chunks_; c != nullptr; c = c->next) {
-      if (c->allocated != 0) c->extent->busy = true;
-      if (merging && !c->extent->busy)
-        for (Block* b = c->first; b != nullptr; b = b->next_phys)
-          if (b->index->fresh()) c->extent->busy = true;
-    }
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) c->extent->busy = false;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next)
+      if (c->allocated != 0 || !may_go(*c)) c->extent->busy = true;
     try {
       Waits waits(order_);
       for (Chunk* c = chunks_; c != nullptr; c = c->next) {
