@@ -854,10 +854,7 @@ class PoolResource final : public Resource {
         FreeIndex* idx = last->index;
         idx->remove(seam);
         idx->remove(last);
-        last->size += seam->size;
-        last->next_phys = seam->next_phys;
-        if (last->next_phys != nullptr) last->next_phys->prev_phys = last;
-        a.nodes.put(seam);
+        pool_detail::swallow_next(a, last);
         idx->insert(last);
       }
     }

@@ -284,48 +284,52 @@ inline Block* split(Arena& a, Block* b, std::size_t offset) noexcept {
   return c;
 }
 
+// Whether free block nb (may be null) may merge into a block going into
+// idx: it is in idx itself, or idx is fresh and nb is in the same arena's
+// settled index (the merged block is then uncovered until the next record,
+// which is conservative). `alt` is idx's settled partner (idx if none). One
+// comparison pair, no branch between them: whether a neighbour is free is a
+// coin toss on mixed sizes.
+inline const FreeIndex* join_partner(const FreeIndex* idx) noexcept {
+  return idx->fresh() ? &idx->owner()->settled : idx;
+}
+inline bool joins(const Block* nb, const FreeIndex* idx, const FreeIndex* alt) noexcept {
+  return nb != nullptr && ((nb->index == idx) | (nb->index == alt));
+}
+
+// Merge b's upper neighbour (already out of any index) into b; its record
+// goes to a's cache. Chunk lock held.
+inline void swallow_next(Arena& a, Block* b) noexcept {
+  Block* n = b->next_phys;
+  b->size += n->size;
+  b->next_phys = n->next_phys;
+  if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
+  a.nodes.put(n);
+}
+
 // Put b (not indexed) into idx, merging it with neighbours that may join it
 // (records of merged-away blocks go to a's cache). Chunk lock held.
 inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
-  // A free neighbour may merge into a block going into idx if it is in idx
-  // itself, or idx is fresh and it is in the same arena's settled index (the
-  // merged block is then uncovered until the next record, which is
-  // conservative). One comparison pair, no branch between them: whether a
-  // neighbour is free is a coin toss on mixed sizes.
-  const FreeIndex* const alt = idx->fresh() ? &idx->owner()->settled : idx;
-  const auto joins = [idx, alt](const Block* nb) {
-    return nb != nullptr && ((nb->index == idx) | (nb->index == alt));
-  };
-  if (Block* p = b->prev_phys; joins(p)) {
+  const FreeIndex* const alt = join_partner(idx);
+  if (Block* p = b->prev_phys; joins(p, idx, alt)) {
     p->index->remove(p);
-    p->size += b->size;
-    p->next_phys = b->next_phys;
-    if (p->next_phys != nullptr) p->next_phys->prev_phys = p;
-    a.nodes.put(b);
+    swallow_next(a, p);
     b = p;
   }
-  if (Block* n = b->next_phys; joins(n)) {
+  if (Block* n = b->next_phys; joins(n, idx, alt)) {
     n->index->remove(n);
-    b->size += n->size;
-    b->next_phys = n->next_phys;
-    if (b->next_phys != nullptr) b->next_phys->prev_phys = b;
-    a.nodes.put(n);
+    swallow_next(a, b);
   }
   idx->insert(b);
 }
 
 // Put the upper piece r of a block being handed out (just split off, not
 // indexed) into idx. Its lower neighbour is that block, allocated, so only
-// the upper one may join (the records of a merged-away block go to a's
-// cache). Chunk lock held.
+// the upper one may join. Chunk lock held.
 inline void insert_rest(Arena& a, Block* r, FreeIndex* idx) noexcept {
-  const FreeIndex* const alt = idx->fresh() ? &idx->owner()->settled : idx;
-  if (Block* nb = r->next_phys; nb != nullptr && ((nb->index == idx) | (nb->index == alt))) {
-    nb->index->remove(nb);
-    r->size += nb->size;
-    r->next_phys = nb->next_phys;
-    if (r->next_phys != nullptr) r->next_phys->prev_phys = r;
-    a.nodes.put(nb);
+  if (Block* n = r->next_phys; joins(n, idx, join_partner(idx))) {
+    n->index->remove(n);
+    swallow_next(a, r);
   }
   idx->insert(r);
 }
