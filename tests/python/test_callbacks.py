@@ -17,6 +17,7 @@ import pytest
 
 import tether
 from tether import _callbacks
+from thread_support import run_threads
 
 NATIVE = Path(__file__).parent / "native" / "cthreads.c"
 
@@ -138,21 +139,13 @@ def test_installed_as_current_and_used_from_c_threads(cthreads):
 
 def test_python_threads():
     heap = NumpyHeap()
-    errors: list[BaseException] = []
     with heap.resource() as r:
-        def work() -> None:
-            try:
-                for i in range(300):
-                    p = r.allocate(i + 1)
-                    r.deallocate(p, i + 1)
-            except BaseException as e:  # pragma: no cover - reported below
-                errors.append(e)
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert errors == [] and heap.arrays == {}
+        def work(_: int) -> None:
+            for i in range(300):
+                p = r.allocate(i + 1)
+                r.deallocate(p, i + 1)
+        run_threads(work, 8)
+    assert heap.arrays == {}
 
 
 def test_memory_error_is_out_of_memory_and_not_reported(unraisable):

@@ -19,6 +19,7 @@ import pytest
 
 import tether
 from tether import _kinds
+from thread_support import run_threads
 from conformance_factories import (CACHING_KINDS, FACTORIES, GiB, KiB, MiB, Driver, Factory, caches_upstream_memory,
                                    make_or_skip)
 
@@ -300,33 +301,25 @@ def test_allocate_on_one_thread_free_on_another(subject: Subject) -> None:
 
 
 def test_concurrent_threads(subject: Subject) -> None:
-    errors: list[BaseException] = []
 
-    def work(seed: int) -> None:
+    def work(i: int) -> None:
+        seed = i + 1
         rng = random.Random(seed)
         live = []
-        try:
-            for _ in range(400):
-                if live and rng.random() < 0.45:
-                    p, n = live.pop(rng.randrange(len(live)))
-                    assert subject.holds(p, seed, n)
-                    subject.r.deallocate(p, n)
-                else:
-                    n = rng.randrange(1, 8192)
-                    p = subject.r.allocate(n)
-                    subject.fill(p, seed, n)
-                    live.append((p, n))
-            for p, n in live:
+        for _ in range(400):
+            if live and rng.random() < 0.45:
+                p, n = live.pop(rng.randrange(len(live)))
+                assert subject.holds(p, seed, n)
                 subject.r.deallocate(p, n)
-        except BaseException as e:  # reported below
-            errors.append(e)
+            else:
+                n = rng.randrange(1, 8192)
+                p = subject.r.allocate(n)
+                subject.fill(p, seed, n)
+                live.append((p, n))
+        for p, n in live:
+            subject.r.deallocate(p, n)
 
-    threads = [threading.Thread(target=work, args=(i + 1,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    run_threads(work, 8)
 
 
 def test_statistics_adaptor_over_it_agrees(subject: Subject) -> None:

@@ -19,12 +19,12 @@ import ctypes
 import gc
 import importlib
 import sys
-import threading
 
 import pytest
 
 import tether
 import hook_fakes
+from thread_support import run_threads
 from tether._ffi import ffi, lib
 
 
@@ -238,29 +238,20 @@ def test_no_stream_getter_orders_on_stream_zero(host_pool):
 def test_many_threads_allocate_and_free_concurrently(host_pool):
     _, a, _ = host_pool
     hook = Hook(a)
-    errors: list[BaseException] = []
     live = _counters()[0]
 
     def work(seed: int) -> None:
-        try:
-            held = []
-            for i in range(400):
-                held.append(hook.malloc(64 + (seed * 31 + i) % 4000))
-                if len(held) > 16:
-                    hook.free(held.pop(i % len(held)))
-            ptrs = set(held)
-            assert len(ptrs) == len(held) and 0 not in ptrs
-            for p in held:
-                hook.free(p)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        held = []
+        for i in range(400):
+            held.append(hook.malloc(64 + (seed * 31 + i) % 4000))
+            if len(held) > 16:
+                hook.free(held.pop(i % len(held)))
+        ptrs = set(held)
+        assert len(ptrs) == len(held) and 0 not in ptrs
+        for p in held:
+            hook.free(p)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_threads(work, 8)
     assert _bytes(a) == 0 and _counters()[0] == live
     assert a.statistics().total_count == 8 * 400
     hook.delete()

@@ -10,12 +10,12 @@ the others hold for whichever path this CuPy gets."""
 from __future__ import annotations
 
 import gc
-import threading
 
 import pytest
 
 import tether
 from gpu_support import MiB
+from thread_support import run_threads
 from tether._ffi import ffi, lib
 
 pytestmark = pytest.mark.gpu
@@ -213,29 +213,20 @@ def test_python_hook_is_chosen_when_cupys_stream_capsule_is_missing(pools, monke
 def test_many_threads_allocate_concurrently(pools):
     a, _ = pools
     alloc = tcupy.allocator(a)
-    errors = []
 
     def work(k):
-        try:
-            with cupy.cuda.Device(0), cupy.cuda.using_allocator(alloc), cupy.cuda.Stream(non_blocking=True) as s:
-                arrays = []
-                for i in range(300):
-                    arrays.append(cupy.full(256 + (k * 37 + i) % 5000, k, dtype=cupy.uint8))
-                    if len(arrays) > 20:
-                        arrays.pop(0)
-                    assert _stream_of(arrays[-1].data.mem) == s.ptr
-                assert all(int(x[0]) == k for x in arrays)
-                s.synchronize()
-                del arrays
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        with cupy.cuda.Device(0), cupy.cuda.using_allocator(alloc), cupy.cuda.Stream(non_blocking=True) as s:
+            arrays = []
+            for i in range(300):
+                arrays.append(cupy.full(256 + (k * 37 + i) % 5000, k, dtype=cupy.uint8))
+                if len(arrays) > 20:
+                    arrays.pop(0)
+                assert _stream_of(arrays[-1].data.mem) == s.ptr
+            assert all(int(x[0]) == k for x in arrays)
+            s.synchronize()
+            del arrays
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_threads(work, 8)
     gc.collect()
     assert _bytes(a) == 0
     del alloc

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 import tether
+from thread_support import run_threads
 
 
 def test_limit_holds_and_refusal_changes_nothing() -> None:
@@ -57,25 +56,16 @@ def test_exact_under_threads() -> None:
     block, slots = 1024, 4
     with tether.HostResource() as host, tether.StatisticsAdaptor(host) as stats, \
             tether.LimitingAdaptor(stats, block * slots) as lim:
-        errors: list[BaseException] = []
 
-        def work() -> None:
-            try:
-                for _ in range(2000):
-                    try:
-                        p = lim.allocate(block)
-                    except tether.OutOfMemoryError:
-                        continue
-                    lim.deallocate(p, block)
-            except BaseException as e:  # pragma: no cover - reported below
-                errors.append(e)
+        def work(_: int) -> None:
+            for _ in range(2000):
+                try:
+                    p = lim.allocate(block)
+                except tether.OutOfMemoryError:
+                    continue
+                lim.deallocate(p, block)
 
-        threads = [threading.Thread(target=work) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors
+        run_threads(work, 8)
         assert stats.statistics().peak_bytes <= block * slots
         assert lim.used_bytes == 0
 

@@ -6,11 +6,11 @@ retained upstreams/bins/fallbacks, threads, and the same over CUDA upstreams
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import pytest
 
 import tether
+from thread_support import run_threads
 
 MiB = 1 << 20
 
@@ -80,28 +80,19 @@ def test_arena_keeps_its_upstream_and_trims():
 def test_arena_threads_allocate_and_free_across_each_other():
     arena = tether.ArenaResource(tether.HostResource())
     handoff: list[list[tuple[int, int]]] = [[] for _ in range(8)]
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            for i in range(200):
-                n = 1 + (i * 7919 + t * 104729) % 40000
-                p = arena.allocate(n)
-                ctypes.memset(p, t, n)
-                if i % 4 == 0:
-                    handoff[t].append((p, n))
-                else:
-                    assert ctypes.string_at(p, 1)[0] == t
-                    arena.deallocate(p, n)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for i in range(200):
+            n = 1 + (i * 7919 + t * 104729) % 40000
+            p = arena.allocate(n)
+            ctypes.memset(p, t, n)
+            if i % 4 == 0:
+                handoff[t].append((p, n))
+            else:
+                assert ctypes.string_at(p, 1)[0] == t
+                arena.deallocate(p, n)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
+    run_threads(work, 8)
     for t in range(8):  # freed by this thread, not the one that allocated
         for p, n in handoff[t]:
             assert ctypes.string_at(p, 1)[0] == t

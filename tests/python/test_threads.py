@@ -7,34 +7,13 @@ census must be back to its baseline."""
 from __future__ import annotations
 
 import random
-import threading
 
 import numpy as np
 
 import tether
+from thread_support import THREADS, run_threads
 
-THREADS = 8
 ITERATIONS = 1500
-
-
-def run_threads(target, n=THREADS):
-    errors = []
-    barrier = threading.Barrier(n)
-
-    def wrapped(i):
-        try:
-            barrier.wait()
-            target(i)
-        except BaseException as e:  # collected and re-raised in the main thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def test_get_set_allocate_free_on_shared_slot_and_pool():
@@ -104,3 +83,20 @@ def test_buffers_closed_from_other_threads_than_created():
     run_threads(work)
     assert pool.pool_info().free_bytes == pool.pool_info().pool_size
     pool.close()
+
+
+def test_run_threads_reraises_a_failing_thread_and_joins_the_rest():
+    done = []
+
+    def work(i):
+        if i == 3:
+            raise KeyError("thread 3")
+        done.append(i)
+
+    try:
+        run_threads(work, 6)
+    except KeyError as e:
+        assert e.args == ("thread 3",)
+    else:
+        raise AssertionError("run_threads swallowed the failure")
+    assert sorted(done) == [0, 1, 2, 4, 5]
