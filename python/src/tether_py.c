@@ -219,6 +219,13 @@ const char* _tether_py_library_path(void) {
    their callback; later arrivals see the flag and stay out of Python. */
 static atomic_int g_python_gone = 0;
 static atomic_long g_in_flight = 0;
+/* Python callables C may call (tether._callbacks' registry size). It rises
+   in register(), before the callable is handed to any C object - which the
+   registering thread can do only once it holds the GIL again - and falls in
+   the destroy callback, after Python was entered. So a thread that holds the
+   GIL and reads 0 knows that no thread is in, or waiting to enter, a tether
+   callback, and that none can start while it keeps the GIL. */
+static atomic_long g_python_callables = 0;
 static _Thread_local tether_status_t t_callback_status = TETHER_ERROR_INTERNAL;
 
 /* Enter: 1 if Python may be called (then leave() afterwards), 0 if not. */
@@ -241,6 +248,10 @@ void _tether_py_callbacks_shutdown(void) {
   atomic_store(&g_python_gone, 1);
   for (i = 0; i < 5000 && atomic_load(&g_in_flight) > 0; ++i) nanosleep(&ms, NULL);
 }
+
+void _tether_py_callables_changed(int delta) { atomic_fetch_add(&g_python_callables, delta); }
+
+long _tether_py_callables(void) { return atomic_load(&g_python_callables); }
 
 void _tether_py_callback_failed(tether_status_t status, const char* message) {
   t_callback_status = status;
@@ -333,13 +344,18 @@ int _tether_py_cb_failure(size_t size, void* user) {
  *
  * Threads: CuPy calls from any Python thread, and under free-threaded Python
  * the GIL is no lock, so the map is guarded by its own mutex, which is never
- * held while calling tether or Python. The GIL (or the thread's attached
- * state) is held only to read CuPy's stream and to raise, and is released
- * around the tether calls (a resource may call back into Python from another
- * thread while holding its own lock), except once Python is shutting down
- * (enter() fails): then it is kept, since a thread that asks for it back
- * during finalization is made to exit, which would unwind through CuPy's
- * `except +` frames. */
+ * held while calling tether or Python. While a Python callable is registered
+ * (a CallbackResource, a Python log sink or failure callback: any resource may
+ * then call back into Python from another thread while holding its own lock),
+ * the GIL (or the thread's attached state) is held only to read CuPy's stream
+ * and to raise, and is released around the tether calls - except once Python
+ * is shutting down (enter() fails): then it is kept, since a thread that asks
+ * for it back during finalization is made to exit, which would unwind through
+ * CuPy's `except +` frames. With no Python callable (the usual case) the GIL
+ * is kept across the tether calls, as CuPy's own pool keeps it: no tether call
+ * can then wait on a thread that waits for the GIL, and the two hand-offs per
+ * allocate+free are saved. The price: a pool growth (cuMemAlloc) or an
+ * exhausted pool's retry holds the GIL for its duration. */
 
 #include <pthread.h>
 #include <string.h>
@@ -465,33 +481,27 @@ void* _tether_py_cupy_hook_new(tether_resource_t* resource, int device_only, voi
   return hook;
 }
 
-void _tether_py_cupy_hook_delete(void* hook) {
-  cupy_hook* found = NULL;
-  pthread_mutex_lock(&g_cupy_lock);
-  if (hook != NULL && g_cupy_cap) {
-    size_t i = cupy_find((uintptr_t)hook);
-    if (g_cupy_table[i].kind == kEntryHook) {
-      found = g_cupy_table[i].hook;
-      cupy_erase(i);
-    }
-  }
-  pthread_mutex_unlock(&g_cupy_lock);
-  if (found) cupy_hook_unref(found); /* allocations still out keep it until their free */
-}
-
-/* A +1 reference on the live hook `param`, or NULL. */
-static cupy_hook* cupy_hook_get(void* param) {
+/* The live hook `param`, or NULL (NULL, forged or deleted). With unlist, it
+   leaves the map and the map's reference passes to the caller; without, the
+   caller gets a new reference. */
+static cupy_hook* cupy_hook_take(void* param, int unlist) {
   cupy_hook* hook = NULL;
   pthread_mutex_lock(&g_cupy_lock);
   if (param != NULL && g_cupy_cap) {
     size_t i = cupy_find((uintptr_t)param);
     if (g_cupy_table[i].kind == kEntryHook) {
       hook = g_cupy_table[i].hook;
-      atomic_fetch_add(&hook->refs, 1);
+      if (unlist) cupy_erase(i);
+      else atomic_fetch_add(&hook->refs, 1);
     }
   }
   pthread_mutex_unlock(&g_cupy_lock);
   return hook;
+}
+
+void _tether_py_cupy_hook_delete(void* hook) {
+  cupy_hook* found = cupy_hook_take(hook, 1);
+  if (found) cupy_hook_unref(found); /* allocations still out keep it until their free */
 }
 
 /* Set the tether exception for `status` (tether._errors.error_for: the class of
@@ -520,7 +530,7 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
 
   if (size == 0) return NULL; /* CuPy never asks (a 0-byte array has ptr 0); nothing to record */
   gil = PyGILState_Ensure(); /* CuPy holds it already: then this only counts */
-  hook = cupy_hook_get(param);
+  hook = cupy_hook_take(param, 0);
   if (hook == NULL) {
     PyErr_Format(PyExc_ValueError, "tether.cupy: param %p is not a live tether CuPy allocator", param);
     goto out;
@@ -542,7 +552,11 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
     stream = (tether_stream_t)s;
   }
 
-  may_release = enter(); /* counted in flight: the exit handler waits for us */
+  /* Keep the GIL when no Python callable exists (see g_python_callables): then
+     no tether call can wait for a thread that waits for the GIL, and the two
+     GIL hand-offs are saved. Otherwise release it, counted in flight (the
+     exit handler waits for us). */
+  may_release = atomic_load(&g_python_callables) > 0 && enter();
   if (may_release) saved = PyEval_SaveThread();
   resource = hook->resource;
   if (resource == NULL) status = tether_current_resource_get(device, &resource);
@@ -602,7 +616,9 @@ void _tether_py_cupy_free(void* param, void* ptr, int device) {
     atomic_fetch_add(&g_cupy_ignored_frees, 1);
     return;
   }
-  may_release = enter();
+  /* As in malloc: with no Python callable, nothing here can need the GIL, so
+     whether this thread holds it does not matter and Python is not touched. */
+  may_release = atomic_load(&g_python_callables) > 0 && enter();
   if (may_release) {
     gil = PyGILState_Ensure();
     saved = PyEval_SaveThread();
