@@ -225,7 +225,7 @@ if [ "$PY_OK" = 1 ]; then
   bench ipc && step "bench_ipc.py (IPC round trip: pool(cuda), async posix_fd)" "$OUT/bench.log" \
     timeout 240 "$PY" "$ROOT/benchmarks/gpu/bench_ipc.py" 200
   bench hooks && step "bench_hooks.py (torch/cupy hooks: tether vs own allocator vs RMM's hooks)" "$OUT/bench.log" \
-    timeout 300 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5
+    timeout 420 "$PY" "$ROOT/benchmarks/gpu/bench_hooks.py" "${TETHER_BENCH_OPS:-20000}" 5 --rounds 3
   # Thrust and CUB through tether::thrust_allocator: 10M keys sorted and checked; the sort's
   # time vs Thrust's default allocator and RMM's thrust_allocator (librmm wheel in /tmp/site).
   bench thrust && step "thrust_sort (examples/cpp_thrust: Thrust/CUB memory from tether vs default vs RMM)" "$OUT/bench.log" \

@@ -13,10 +13,17 @@ memory is not touched). tether and RMM pools are created with a 1 GiB initial
 size, so no measured allocation grows a pool. Ratios are against the library's
 own allocator and against RMM's hook from the same run.
 
+Processes differ more than rows do (the same row moved by up to 2x between
+interpreters on one machine), so the whole set of contenders runs ROUNDS times,
+interleaved (round 1: every contender once, round 2: every contender again,
+in rotated order, ...), each time in a fresh interpreter. A round's ratio is
+tether/own of that round's two processes; the verdict is on the median ratio
+over the rounds, and the table shows that median with the rounds' range.
+
 Targets (issue 22): torch.empty through tether's hook <= 0.95x the caching allocator, cupy.empty
 through tether.cupy <= 1.0x CuPy's MemoryPool, at every size.
 
-usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--json FILE] [--libs torch,cupy]
+usage: python bench_hooks.py [iterations=20000] [repetitions=7] [--rounds 3] [--json FILE] [--libs torch,cupy]
 """
 
 from __future__ import annotations
@@ -111,37 +118,59 @@ def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str
     return f"not measured: {tail}"
 
 
+WHO = ("own", "tether", "rmm")
+
+
 def main(argv: list[str]) -> int:
-    valued = {"--json", "--libs"}
+    valued = {"--json", "--libs", "--rounds"}
     args = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] not in valued)][1:]
     iters = int(args[0]) if args else 20000
     reps = int(args[1]) if len(args) > 1 else 7
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, got {rounds}")
     json_out = argv[argv.index("--json") + 1] if "--json" in argv else None
     libs = argv[argv.index("--libs") + 1].split(",") if "--libs" in argv else ["torch", "cupy"]
-    table = {}
-    for lib in ("torch", "cupy"):
-        for who in ("own", "tether", "rmm"):
-            table[(lib, who)] = measure(lib, who, iters, reps) if lib in libs else "not measured: --libs"
-    print(f"bench_hooks: median ns per allocate+free over {reps} repetitions of {iters}")
+    # runs[(lib, who)]: one result per round (a dict of medians, or why it was not measured)
+    runs: dict[tuple[str, str], list[dict[str, float] | str]] = {(l, w): [] for l in ("torch", "cupy") for w in WHO}
+    for r in range(rounds):
+        order = [(l, w) for l in ("torch", "cupy") for w in WHO[r % 3:] + WHO[:r % 3]]
+        for lib, who in order:
+            runs[(lib, who)].append(measure(lib, who, iters, reps) if lib in libs else "not measured: --libs")
+    print(f"bench_hooks: ns per allocate+free, median over {reps} repetitions of {iters} per process; "
+          f"{rounds} interleaved rounds, one process per contender and round")
     print("targets (issue 22): torch tether/own <= 0.95x, cupy tether/own <= 1.0x, at every size")
-    print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} {'tether/rmm':>11}")
+    print(f"{'library':8} {'size':>8} {'own':>10} {'tether':>10} {'rmm hook':>10} {'tether/own':>11} "
+          f"{'(rounds)':>15} {'tether/rmm':>11}")
     summary = []
+    nan = float("nan")
     for lib in ("torch", "cupy"):
-        own, teth, rmm = (table[(lib, w)] for w in ("own", "tether", "rmm"))
-        for who, r in (("own", own), ("tether", teth), ("rmm", rmm)):
-            if isinstance(r, str):
-                print(f"  {lib} {who}: {r}")
+        for who in WHO:
+            for k, res in enumerate(runs[(lib, who)]):
+                if isinstance(res, str):
+                    print(f"  {lib} {who} round {k + 1}: {res}")
         for n in map(str, SIZES):
-            def val(r):
-                return r[n] if isinstance(r, dict) else float("nan")
-            o, t, m = val(own), val(teth), val(rmm)
-            print(f"{lib:8} {n:>8} {o:>10.1f} {t:>10.1f} {m:>10.1f} {t / o:>10.3f}x {t / m:>10.3f}x")
+            def per_round(who):
+                return [res[n] if isinstance(res, dict) else nan for res in runs[(lib, who)]]
+            own, teth, rmm = (per_round(w) for w in WHO)
+            vs_own = [t / o for t, o in zip(teth, own)]
+            vs_rmm = [t / m for t, m in zip(teth, rmm)]
+            def med(xs):
+                xs = [x for x in xs if x == x]  # rounds that measured
+                return statistics.median(xs) if xs else nan
+            o, t, m, ratio = med(own), med(teth), med(rmm), med(vs_own)
+            ok = [x for x in vs_own if x == x]
+            spread = f"{min(ok):.2f}-{max(ok):.2f}" if ok else "-"
+            print(f"{lib:8} {n:>8} {o:>10.1f} {t:>10.1f} {m:>10.1f} {ratio:>10.3f}x {spread:>15} "
+                  f"{med(vs_rmm):>10.3f}x")
             summary.append({"library": lib, "size": n, "own_ns": o, "tether_ns": t, "rmm_ns": m,
-                            "tether_vs_own": t / o, "tether_vs_rmm": t / m})
+                            "tether_vs_own": ratio, "tether_vs_own_rounds": vs_own,
+                            "tether_vs_rmm": med(vs_rmm), "rounds": rounds})
     for row in summary:
         r, goal = row["tether_vs_own"], TARGET[row["library"]]
-        print(f"  {row['library']} {row['size']:>8}: tether/own = {r:.3f} (target <= {goal}): "
-              f"{'met' if r <= goal else 'MISSED'}")
+        verdict = "not measured" if r != r else "met" if r <= goal else "MISSED"
+        print(f"  {row['library']} {row['size']:>8}: tether/own = {r:.3f} (median of {rounds} rounds; "
+              f"target <= {goal}): {verdict}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump(summary, f, indent=1)
