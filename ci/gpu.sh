@@ -16,7 +16,8 @@
 # distributed (for the Dask tests) likewise from ./.whl/dask.
 #
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
-#        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_BENCH_OPS: benchmark size;
+#        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_PYTEST_PART=K/N: the K-th of N
+#        parts of tests/python instead; TETHER_BENCH_OPS: benchmark size;
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
 #        harness runs, bounded by TETHER_PEER_SECONDS; with .clients, the clients step (about 6
 #        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
@@ -160,8 +161,18 @@ else
 fi
 if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-  want pytest && step "pytest tests/python" "$OUT/pytest.log" \
-    "$PY" -m pytest ${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"} -q -ra -p no:cacheprovider --durations=15
+  # TETHER_PYTEST_PART=K/N: the K-th of N parts of tests/python (every N-th test file, sorted by
+  # name, so the slow GPU files spread over the parts): the whole suite no longer fits one 600 s
+  # device call with the install, so one call runs part 1/2 and the next 2/2 (TETHER_GPU_REUSE_SITE=1).
+  PYTEST_WHAT=${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"}
+  PYTEST_NAME="pytest tests/python"
+  if [ -n "${TETHER_PYTEST_PART:-}" ]; then
+    part_k=${TETHER_PYTEST_PART%/*} part_n=${TETHER_PYTEST_PART#*/}
+    PYTEST_WHAT=$(ls "$ROOT"/tests/python/test_*.py | sort | awk -v k="$part_k" -v n="$part_n" '(NR - 1) % n == k - 1')
+    PYTEST_NAME="pytest tests/python, part $TETHER_PYTEST_PART ($(echo $PYTEST_WHAT | wc -w) files)"
+  fi
+  want pytest && step "$PYTEST_NAME" "$OUT/pytest.log" \
+    "$PY" -m pytest $PYTEST_WHAT -q -ra -p no:cacheprovider --durations=15
   PY_OK=1
 else
   PY_OK=0
