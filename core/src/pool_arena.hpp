@@ -174,10 +174,14 @@ class ArenaLock {
     if (!held_.exchange(true, std::memory_order_acquire)) return;
     lock_slow();
   }
+  // Take it if it is free (the same one exchange), without waiting.
+  bool try_lock() noexcept { return !held_.exchange(true, std::memory_order_acquire); }
   void unlock() noexcept { held_.store(false, std::memory_order_release); }
 
  private:
-  void lock_slow() noexcept {
+  // Out of line: inlined, its loop and calls made every function that takes
+  // the lock save registers and build a frame on the uncontended path too.
+  __attribute__((noinline, cold)) void lock_slow() noexcept {
     for (unsigned round = 0;; ++round) {
       while (held_.load(std::memory_order_relaxed)) {
         if (round < 64) {
