@@ -18,11 +18,6 @@ namespace tether::core {
 
 namespace {
 
-// Any request this close to SIZE_MAX cannot be satisfied, and rejecting it
-// here lets every subclass round sizes up (by up to kMaxAlignment twice)
-// without overflow checks of its own.
-constexpr std::size_t kLargestRequest = SIZE_MAX - 2 * kMaxAlignment;
-
 // The error paths are out of line and cold, so the hot paths that check
 // for them carry no string-building code (fewer saved registers per call).
 [[noreturn]] __attribute__((noinline, cold)) void throw_bad_alignment(std::size_t alignment) {
@@ -30,7 +25,7 @@ constexpr std::size_t kLargestRequest = SIZE_MAX - 2 * kMaxAlignment;
                          std::to_string(kMaxAlignment));
 }
 
-// Inlined into allocate()/deallocate(): they are on every allocation's path.
+// Inlined into allocate_as()/deallocate_as(): they are on every allocation's path.
 inline std::size_t checked_alignment(std::size_t alignment) {
   if (alignment == 0) return kDefaultAlignment;
   if ((alignment & (alignment - 1)) != 0 || alignment > kMaxAlignment) throw_bad_alignment(alignment);
@@ -180,13 +175,18 @@ inline __attribute__((always_inline)) void* Resource::allocate_as(owner_t owner,
   try {
     p = do_allocate_for(owner, bytes, alignment, stream);
   } catch (const OutOfMemory&) {
-    if (deferred_count_.load(std::memory_order_acquire) == 0 &&
-        deferred_in_flight_.load(std::memory_order_acquire) == 0)
-      throw;
-    return allocate_after_draining(owner, bytes, alignment, stream);
+    return allocate_after_out_of_memory(owner, bytes, alignment, stream);
   }
   count_allocation(owner, bytes);
   return p;
+}
+
+void* Resource::allocate_after_out_of_memory(owner_t owner, std::size_t bytes, std::size_t alignment,
+                                             stream_t stream) {
+  if (deferred_count_.load(std::memory_order_acquire) == 0 &&
+      deferred_in_flight_.load(std::memory_order_acquire) == 0)
+    throw;  // called inside the handler of the OutOfMemory: it goes on to the caller
+  return allocate_after_draining(owner, bytes, alignment, stream);
 }
 
 inline __attribute__((always_inline)) void Resource::deallocate_as(owner_t owner, void* ptr, std::size_t bytes,
@@ -198,11 +198,22 @@ inline __attribute__((always_inline)) void Resource::deallocate_as(owner_t owner
   count_free(owner, bytes);
 }
 
-void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
+void* Resource::do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) {
+  (void)owner;
+  return do_allocate(bytes, alignment, stream);
+}
+
+void Resource::do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
+                                 stream_t stream) {
+  (void)owner;
+  do_deallocate(ptr, bytes, alignment, stream);
+}
+
+void* Resource::allocate_general(std::size_t bytes, std::size_t alignment, stream_t stream) {
   return allocate_as(kCaller, bytes, alignment, stream);
 }
 
-void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
+void Resource::deallocate_general(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
   deallocate_as(kCaller, ptr, bytes, alignment, stream);
 }
 
