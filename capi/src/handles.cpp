@@ -38,7 +38,7 @@
 // borrow. A thread with no free hazard word (more than kHazards borrows at
 // once) takes a counted reference instead.
 //
-// enter()/leave() are the hot path's borrow: the same hazard word doubles as
+// enter()/leave() (entered.hpp, inline) are the hot path's borrow: the same hazard word doubles as
 // the fork gate's record (fork.cpp), so a call like allocate costs one TLS
 // lookup and one fenced store for both, and any case off the common one
 // (first call on a thread, nested call, fork in progress, dead handle)
@@ -49,27 +49,31 @@
 #include <thread>
 #include <type_traits>
 
+#include "entered.hpp"
 #include "internal.hpp"
 #include "thread_blocks.hpp"
 
 namespace tether::capi::registry {
+
+namespace detail {
+std::atomic<Slot*> g_chunks[kMaxChunks];
+std::atomic<std::uint32_t> g_published{0};
+}  // namespace detail
+
 namespace {
 
 static_assert(sizeof(void*) == 8, "tether handles need a 64-bit address space");
 
-constexpr std::uint32_t kChunkBits = 12;
-constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
-constexpr std::uint32_t kMaxChunks = 1u << 16;  // 268M handles at once
+// The slots and the thread state are in entered.hpp (enter() reads them inline).
+using detail::g_chunks;
+using detail::g_published;
+using detail::kChunkBits;
+using detail::kChunkSize;
+using detail::kCountMask;
+using detail::kMaxChunks;
+using detail::Slot;
+using detail::t_state;
 
-struct Slot {
-  std::atomic<std::uint64_t> state{0};  // generation << 32 | refcount
-  std::atomic<Object*> object{nullptr};
-  std::atomic<std::uint32_t> type{0};
-  std::uint32_t next_free = 0;  // the free list's link (under its mutex)
-};
-
-std::atomic<Slot*> g_chunks[kMaxChunks];            // constant-initialised, never freed
-std::atomic<std::uint32_t> g_published{0};          // slots [0, g_published) exist
 std::atomic<std::int64_t> g_live[3];                // by ObjectType (index 0 unused)
 
 constexpr std::uint32_t kNoSlot = 0xffffffffu;
@@ -85,8 +89,6 @@ FreeList& free_list() {
   static FreeList* list = new FreeList;  // leaked on purpose (see above)
   return *list;
 }
-
-constexpr std::uint64_t kCountMask = 0xffffffffull;
 
 Slot* slot_at(std::uint32_t index) noexcept {
   if (index >= g_published.load(std::memory_order_acquire)) return nullptr;
@@ -106,10 +108,6 @@ bool decode(std::uintptr_t h, std::uint32_t& index, std::uint32_t& gen) noexcept
 
 using HazardBlock = ThreadBlock;  // thread_blocks.hpp: hazard words + the fork gate's flag
 using Pending = PendingDestroy;
-
-// The one thread_local of the registry and the fork gate (thread_blocks.hpp).
-thread_local ThreadState t_state;
-static_assert(std::is_trivially_destructible_v<ThreadState>, "no TLS destructor registration");
 
 // At thread exit (glibc runs C++ thread_local destructors first, so releases
 // from them still find the block).
@@ -302,73 +300,13 @@ void end_borrow(const Borrow& borrowed) noexcept {
   run_pending(t_state);
 }
 
-Object* enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept {
-  ThreadState* tsp = &t_state;
-  // One TLS lookup: GCC would compute the address again after the fence.
-  __asm__("" : "+r"(tsp));
-  ThreadState& ts = *tsp;
-  HazardBlock* b = ts.block;
-  // Not yet claimed (the general path claims it), inside a gate already (a
-  // callback calling back in), or word 0 busy: the general path.
-  if (b == nullptr || ts.depth != 0) return nullptr;
-  std::atomic<std::uint64_t>& word = b->hazard[0];
-  if (word.load(std::memory_order_relaxed) != 0) return nullptr;
-  std::uint32_t index, gen;
-  if (!decode(h, index, gen)) return nullptr;
-  Slot* s = slot_at(index);
-  if (s == nullptr) return nullptr;
-  // One store serves both Dekker protocols: against the hazard scan of the
-  // release that destroys the object (see "Borrows") and against fork()'s
-  // prepare handler, which waits for every published hazard word as for a
-  // gate. With asymmetric fences (thread_blocks.hpp) it is a plain store and
-  // a compiler barrier, and both heavy sides call heavy_barrier() (destroy()
-  // does for resources, the only type entered here); else sequentially
-  // consistent. The locked store cost 1.5 ns of a 28 ns C ABI allocate+free
-  // pair here, and more on CPUs where a locked instruction is dearer.
-  std::uint64_t cur;
-  if (g_asymmetric && type == ObjectType::Resource) {
-    word.store(h, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (g_forking.load(std::memory_order_relaxed)) {
-      word.store(0, std::memory_order_release);
-      return nullptr;  // the general path waits at its gate
-    }
-    cur = s->state.load(std::memory_order_acquire);
-  } else {
-    word.store(h, std::memory_order_seq_cst);
-    if (g_forking.load(std::memory_order_seq_cst)) {
-      word.store(0, std::memory_order_release);
-      return nullptr;  // the general path waits at its gate
-    }
-    cur = s->state.load(std::memory_order_seq_cst);
-  }
-  if ((cur >> 32) != gen || (cur & kCountMask) == 0 ||
-      s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) {
-    word.store(0, std::memory_order_release);
-    return nullptr;  // the general path reports it
-  }
-  // Nested gates (callbacks into tether) see they are inside. At depth 0
-  // ts.entered is nullptr and ts.entered_unlisted false (fork_gate_leave()
-  // resets them), as they must be here: prepare() and child() treat
-  // ts.block as this thread's own either way.
-  ts.depth = 1;
-  out.state = &ts;
-  out.word = &word;
-  return s->object.load(std::memory_order_acquire);
-}
-
-void leave(const Entered& e) noexcept {
+void leave_with_pending(const Entered& e) noexcept {
   ThreadState& ts = *e.state;
-  if (ts.pending_count == 0) {
-    e.word->store(0, std::memory_order_release);
-    ts.depth = 0;
-    return;
-  }
   // A release during the call ended a handle this thread borrowed: destroy
   // it inside the gate proper (raised before the hazard word falls, so a
   // fork never finds this thread outside while it takes locks).
   ts.block->active.store(1, std::memory_order_seq_cst);
-  e.word->store(0, std::memory_order_release);
+  ts.block->hazard[0].store(0, std::memory_order_release);
   run_pending(ts);
   ts.block->active.store(0, std::memory_order_release);
   ts.depth = 0;
@@ -429,7 +367,7 @@ std::size_t live(std::uint32_t type) noexcept {
 
 namespace tether::capi {
 
-ThreadState& thread_state() noexcept { return registry::t_state; }
+ThreadState& thread_state() noexcept { return registry::detail::t_state; }
 
 ThreadBlock* my_block(ThreadState& ts) noexcept {
   if (ts.block != nullptr) return ts.block;

@@ -68,32 +68,6 @@ tether_status_t guard(const char* function, F&& f) noexcept {
   }
 }
 
-// guard() for a call that registry::enter() let in (fast path): run f(),
-// leave, and translate an exception as guard() does. Leaves before
-// recording the message, as guard()'s ResourceRef ends its borrow before
-// the handler runs.
-namespace registry { struct Entered; void leave(const Entered& entered) noexcept; }
-template <class F>
-tether_status_t guard_entered(const char* function, const registry::Entered& entered, F&& f) noexcept {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    registry::leave(entered);
-    return set_error(e.status(), function, e.what());
-  } catch (const std::bad_alloc&) {
-    registry::leave(entered);
-    return set_error(TETHER_ERROR_OUT_OF_MEMORY, function, "out of host memory");
-  } catch (const std::exception& e) {
-    registry::leave(entered);
-    return set_error(TETHER_ERROR_INTERNAL, function, e.what());
-  } catch (...) {
-    registry::leave(entered);
-    return set_error(TETHER_ERROR_INTERNAL, function, "unknown exception");
-  }
-  registry::leave(entered);
-  return TETHER_OK;
-}
-
 // Throw INVALID_ARGUMENT naming `what` if p is NULL.
 template <class T>
 void require_out(T* p, const char* what = "out") {
@@ -233,21 +207,7 @@ struct Borrow {
 };
 Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
-// The hot path of an entry point that uses one handle: enter the fork gate
-// and borrow the handle in one step (one TLS lookup, one fence; the
-// published hazard word is the gate's record). Returns the object, or
-// nullptr when the fast path does not apply - the thread's first call, a
-// call from inside another (a callback), a fork in progress, or a handle
-// that is not live - and then nothing is held: the caller runs its general
-// path (guard + ResourceRef), which waits or reports the error. A successful
-// enter is ended by leave(), on the same thread, and nothing in between may
-// wait at a gate for a fork (nothing does: inner gates nest).
-struct Entered {
-  ThreadState* state = nullptr;
-  std::atomic<std::uint64_t>* word = nullptr;
-};
-Object* enter(std::uintptr_t handle, ObjectType type, Entered& out) noexcept;
-void leave(const Entered& entered) noexcept;
+// enter()/try_enter() and leave(), the hot path of one-handle entry points: entered.hpp.
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;
 // Internal test hooks (tests/capi/test_registry.cpp builds handles.cpp into

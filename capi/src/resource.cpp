@@ -3,6 +3,7 @@
 // statistics.cpp, cuda.cpp.
 #include <cstring>
 
+#include "entered.hpp"
 #include "internal.hpp"
 #include "orphans.hpp"
 #include "tether_core/host.hpp"
@@ -134,15 +135,14 @@ TETHER_API tether_status_t tether_resource_release(tether_resource_t* resource) 
 TETHER_API tether_status_t tether_resource_allocate(tether_resource_t* resource, size_t size,
                                                     size_t alignment, tether_stream_t stream,
                                                     void** out_ptr) {
-  // Fast path (registry::enter): a live handle, outside any other call.
+  // Fast path (registry::try_enter, entered.hpp): a live handle, outside any other call.
   registry::Entered e;
-  if (out_ptr != nullptr) {
-    if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e))) {
-      return guard_entered("tether_resource_allocate", e, [&] {
-        *out_ptr = nullptr;
-        *out_ptr = obj->core->allocate(size, alignment, stream);
-      });
-    }
+  if (out_ptr != nullptr && registry::try_enter(value_of(resource), ObjectType::Resource, e)) {
+    auto* obj = static_cast<ResourceObject*>(e.object);
+    return guard_entered("tether_resource_allocate", e, [&] {
+      *out_ptr = nullptr;
+      *out_ptr = obj->core->allocate(size, alignment, stream);
+    });
   }
   return allocate_general(resource, size, alignment, stream, out_ptr);
 }
@@ -151,8 +151,10 @@ TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resourc
                                                       size_t size, size_t alignment,
                                                       tether_stream_t stream) {
   registry::Entered e;
-  if (auto* obj = static_cast<ResourceObject*>(registry::enter(value_of(resource), ObjectType::Resource, e)))
+  if (registry::try_enter(value_of(resource), ObjectType::Resource, e)) {
+    auto* obj = static_cast<ResourceObject*>(e.object);
     return guard_entered("tether_resource_deallocate", e, [&] { obj->core->deallocate(ptr, size, alignment, stream); });
+  }
   return deallocate_general(resource, ptr, size, alignment, stream);
 }
 

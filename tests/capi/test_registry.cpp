@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "entered.hpp"  // registry::enter()/leave() (inline)
 #include "internal.hpp"
 #include "thread_blocks.hpp"
 
