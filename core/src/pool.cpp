@@ -328,8 +328,7 @@ class PoolResource final : public Resource {
   // same-size pair's allocate went from 87 to 66 instructions (its misses pay
   // a call more: bench_pool_callgrind random +8 per pair).
   void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream) override {
-    if (order_ == nullptr) stream = 0;
-    Arena* a = arena_at_hand(stream);
+    Arena* a = arena_at_hand(stream);  // (a host pool's one arena, whatever the stream)
     if (__builtin_expect(a == nullptr || !a->mutex.try_lock(), 0))
       return allocate_locking(owner, bytes, alignment, stream);
     if (Block* b = allocate_cached(*a, bytes, alignment, owner)) {
@@ -357,6 +356,7 @@ class PoolResource final : public Resource {
   // arena, wait for its lock, then the same steps.
   __attribute__((noinline)) void* allocate_locking(owner_t owner, std::size_t bytes, std::size_t alignment,
                                                    stream_t stream) {
+    if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     Arena& a = arena_for(stream);
     a.mutex.lock();
     if (Block* b = allocate_cached(a, bytes, alignment, owner)) {
@@ -395,7 +395,6 @@ class PoolResource final : public Resource {
   // from 107 to 98 instructions.
   void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
                          stream_t stream) override {
-    if (order_ == nullptr) stream = 0;
     Arena* a = arena_at_hand(stream);
     if (__builtin_expect(a == nullptr || !a->mutex.try_lock(), 0))
       return deallocate_locking(owner, ptr, bytes, alignment, stream);
@@ -439,6 +438,7 @@ class PoolResource final : public Resource {
   // do_deallocate_for when no arena is at hand or its lock is taken.
   __attribute__((noinline)) void deallocate_locking(owner_t owner, void* ptr, std::size_t bytes,
                                                     std::size_t alignment, stream_t stream) {
+    if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     Arena& a = arena_for(stream);
     {
