@@ -121,16 +121,39 @@ def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str
 WHO = ("own", "tether", "rmm")
 
 
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> dict:
+    """The options of ``argv`` (the arguments after the script's name).
+
+    Positional: iterations (20000), repetitions (7); options: --rounds N (3),
+    --json FILE, --libs torch,cupy. (Until stop 33 the positional list dropped
+    its first element, so ``bench_hooks.py 20000 5`` timed 5 iterations per
+    repetition; every figure measured that way is void.)
+    """
     valued = {"--json", "--libs", "--rounds"}
-    args = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] not in valued)][1:]
-    iters = int(args[0]) if args else 20000
-    reps = int(args[1]) if len(args) > 1 else 7
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3
-    if rounds < 1:
-        raise SystemExit(f"--rounds must be at least 1, got {rounds}")
-    json_out = argv[argv.index("--json") + 1] if "--json" in argv else None
-    libs = argv[argv.index("--libs") + 1].split(",") if "--libs" in argv else ["torch", "cupy"]
+    for i, a in enumerate(argv):
+        if a in valued and i + 1 >= len(argv):
+            raise SystemExit(f"{a} needs a value")
+        if a.startswith("--") and a not in valued:
+            raise SystemExit(f"unknown option {a}")
+    positional = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] not in valued)]
+    if len(positional) > 2:
+        raise SystemExit(f"at most two positional arguments (iterations, repetitions), got {positional}")
+    opts = {
+        "iters": int(positional[0]) if positional else 20000,
+        "reps": int(positional[1]) if len(positional) > 1 else 7,
+        "rounds": int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3,
+        "json": argv[argv.index("--json") + 1] if "--json" in argv else None,
+        "libs": argv[argv.index("--libs") + 1].split(",") if "--libs" in argv else ["torch", "cupy"],
+    }
+    for name in ("iters", "reps", "rounds"):
+        if opts[name] < 1:
+            raise SystemExit(f"{name} must be at least 1, got {opts[name]}")
+    return opts
+
+
+def main(argv: list[str]) -> int:
+    opts = parse_args(argv)
+    iters, reps, rounds, json_out, libs = opts["iters"], opts["reps"], opts["rounds"], opts["json"], opts["libs"]
     # runs[(lib, who)]: one result per round (a dict of medians, or why it was not measured)
     runs: dict[tuple[str, str], list[dict[str, float] | str]] = {(l, w): [] for l in ("torch", "cupy") for w in WHO}
     for r in range(rounds):

@@ -1,0 +1,44 @@
+"""benchmarks/gpu/bench_hooks.py's command line, without a GPU: the iterations and
+repetitions a user asks for are the ones timed (stop 33 found the first positional
+argument dropped, so `bench_hooks.py 20000 5` had timed 5 iterations)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "bench_hooks.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_hooks", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_positional_iterations_and_repetitions(bench):
+    o = bench.parse_args(["20000", "5"])
+    assert (o["iters"], o["reps"], o["rounds"], o["libs"], o["json"]) == (20000, 5, 3, ["torch", "cupy"], None)
+
+
+def test_defaults(bench):
+    o = bench.parse_args([])
+    assert (o["iters"], o["reps"], o["rounds"]) == (20000, 7, 3)
+
+
+def test_options_between_positionals(bench):
+    o = bench.parse_args(["--rounds", "4", "1000", "--libs", "cupy", "3", "--json", "out.json"])
+    assert (o["iters"], o["reps"], o["rounds"], o["libs"], o["json"]) == (1000, 3, 4, ["cupy"], "out.json")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["0"], "iters"), (["10", "0"], "reps"), (["--rounds", "0"], "rounds"),
+    (["--rounds"], "--rounds"), (["--bogus"], "--bogus"), (["1", "2", "3"], "positional"),
+])
+def test_bad_arguments_name_what_is_wrong(bench, argv, words):
+    with pytest.raises(SystemExit, match=words):
+        bench.parse_args(argv)
