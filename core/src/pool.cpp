@@ -331,11 +331,17 @@ class PoolResource final : public Resource {
     Arena* a = arena_at_hand(stream);  // (a host pool's one arena, whatever the stream)
     if (__builtin_expect(a == nullptr || !a->mutex.try_lock(), 0))
       return allocate_locking(owner, bytes, alignment, stream);
-    if (Block* b = allocate_cached(*a, bytes, alignment, owner)) {
-      a->mutex.unlock();
+    return allocate_locked(*a, bytes, alignment, owner);
+  }
+
+  // The quick cache, else the rest; a locked on entry, unlocked on return.
+  __attribute__((always_inline)) void* allocate_locked(Arena& a, std::size_t bytes, std::size_t alignment,
+                                                       owner_t owner) {
+    if (Block* b = allocate_cached(a, bytes, alignment, owner)) {
+      a.mutex.unlock();
       return reinterpret_cast<void*>(b->addr);
     }
-    return allocate_uncached(*a, bytes, alignment, owner);
+    return allocate_uncached(a, bytes, alignment, owner);
   }
 
   // The fastest path: a block of exactly this size freed on this stream,
@@ -359,11 +365,7 @@ class PoolResource final : public Resource {
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     Arena& a = arena_for(stream);
     a.mutex.lock();
-    if (Block* b = allocate_cached(a, bytes, alignment, owner)) {
-      a.mutex.unlock();
-      return reinterpret_cast<void*>(b->addr);
-    }
-    return allocate_uncached(a, bytes, alignment, owner);
+    return allocate_locked(a, bytes, alignment, owner);
   }
 
   // do_allocate_for past a miss of the quick cache; a locked on entry (this
@@ -406,14 +408,10 @@ class PoolResource final : public Resource {
     }
     // free_block(*a, *a, ...), its calls out of line.
     Block* b = a->table.at(slot);
-    Block::Request expected;
-    expected.set(alignment, owner);
-    if (__builtin_expect(b->request.tag != expected.tag || b->request.bytes != bytes, 0))
+    if (__builtin_expect(!request_matches(*b, bytes, alignment, owner), 0))
       return reject_free_locked(*a, *b, bytes, alignment, owner);
     if (__builtin_expect(must_record(*a), 0)) return free_uncached_locked(*a, slot, b, bytes, owner, true);
-    if (__builtin_expect(a->quick.push(b), 1)) {
-      a->used -= b->size;
-      pool_detail::tally(*a, owner, -1, bytes);
+    if (__builtin_expect(free_cached(*a, b, bytes, owner), 1)) {
       a->mutex.unlock();
       return;
     }
@@ -594,12 +592,7 @@ class PoolResource final : public Resource {
   __attribute__((always_inline)) void free_block(Arena& a, Arena& holder, std::size_t slot, std::size_t bytes, std::size_t alignment,
                   owner_t owner) {
     Block* b = holder.table.at(slot);
-    // One comparison for owner and alignment (and the cached mark, which no
-    // request's tag equals); the reason is worked out off the hot path.
-    Block::Request expected;
-    expected.set(alignment, owner);
-    if (__builtin_expect(b->request.tag != expected.tag || b->request.bytes != bytes, 0))
-      reject_free(*b, bytes, alignment, owner);
+    if (__builtin_expect(!request_matches(*b, bytes, alignment, owner), 0)) reject_free(*b, bytes, alignment, owner);
     const bool rec = must_record(a);
     // Kept whole, and in the table, for this stream's next request of its
     // size: only a block of a's own (the table it stays in is a's). A cached
@@ -608,12 +601,28 @@ class PoolResource final : public Resource {
     // counts it then): the hot same-size pair of a stream-ordered pool never
     // records (a cuEventRecord every kRecordEvery pairs, ~185 ns on an H100
     // host, and the uncached pair that followed each record).
-    if (!rec && &holder == &a && a.quick.push(b)) {
-      holder.used -= b->size;
-      pool_detail::tally(a, owner, -1, bytes);
-      return;
-    }
+    if (!rec && &holder == &a && free_cached(a, b, bytes, owner)) return;
     free_uncached(a, holder, slot, b, bytes, owner, rec);
+  }
+
+  // Whether a free of (bytes, alignment) by owner matches block b's request.
+  // One comparison for owner and alignment (and the cached mark, which no
+  // request's tag equals); the reason is worked out off the hot path.
+  __attribute__((always_inline)) static bool request_matches(const Block& b, std::size_t bytes,
+                                                             std::size_t alignment, owner_t owner) noexcept {
+    Block::Request expected;
+    expected.set(alignment, owner);
+    return b.request.tag == expected.tag && b.request.bytes == bytes;
+  }
+
+  // Keep block b (arena a's own, its request checked) whole in a's quick
+  // cache, counted as freed; false (nothing changed) if the cache is full.
+  __attribute__((always_inline)) static bool free_cached(Arena& a, Block* b, std::size_t bytes,
+                                                         owner_t owner) noexcept {
+    if (!a.quick.push(b)) return false;
+    a.used -= b->size;
+    pool_detail::tally(a, owner, -1, bytes);
+    return true;
   }
 
   // The rest of free_block() for block b (at `slot` of holder's table, its
