@@ -1,5 +1,5 @@
 // The hot path of an entry point that uses one handle (tether_resource_allocate
-// and _deallocate, resource.cpp): registry::enter() and leave() (handles.cpp
+// and _deallocate, resource.cpp): registry::try_enter() and leave() (handles.cpp
 // has the registry they read, and its comment "Borrows" the protocol), inline
 // into the entry point, and guard_entered(). Inline, a C ABI allocate+free
 // pair lost the two calls and their frames, and the Entered record went to
@@ -44,9 +44,9 @@ static_assert(std::is_trivially_destructible_v<ThreadState>, "no TLS destructor 
 
 }  // namespace detail
 
-// What a successful enter() found: the handle's object, and for leave() the
+// What a successful try_enter() found: the handle's object, and for leave() the
 // thread's state, whose block's hazard word 0 holds the handle. (No
-// initialisers: only enter() writes them, and they are read only after it
+// initialisers: only try_enter() writes them, and they are read only after it
 // succeeded.)
 struct Entered {
   Object* object;
@@ -62,8 +62,8 @@ struct Entered {
 // its general path (guard + ResourceRef), which waits or reports the error.
 // A successful enter is ended by leave(), on the same thread, and nothing in
 // between may wait at a gate for a fork (nothing does: inner gates nest).
-// (Returning the object, as enter() does, made the caller test it for
-// null, which a live handle's never is.)
+// (Returning the object instead made the caller test it for null, which a
+// live handle's never is.)
 inline bool try_enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept {
   using namespace detail;
   ThreadState* tsp = &t_state;
@@ -128,11 +128,6 @@ inline bool try_enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept 
   return true;
 }
 
-// try_enter() returning the object, or nullptr.
-inline Object* enter(std::uintptr_t h, ObjectType type, Entered& out) noexcept {
-  return try_enter(h, type, out) ? out.object : nullptr;
-}
-
 // leave() when a release during the call ended a handle this thread
 // borrowed (handles.cpp).
 void leave_with_pending(const Entered& entered) noexcept;
@@ -148,7 +143,7 @@ inline void leave(const Entered& e) noexcept {
 
 namespace tether::capi {
 
-// guard() for a call that registry::enter() let in (fast path): run f(),
+// guard() for a call that registry::try_enter() let in (fast path): run f(),
 // leave, and translate an exception as guard() does. Leaves before
 // recording the message, as guard()'s ResourceRef ends its borrow before
 // the handler runs.

@@ -15,7 +15,7 @@
 // store to a per-thread word and one load of a shared, read-mostly flag,
 // ordered by an asymmetric fence (membarrier) where the kernel has one.
 // The hot entry points (allocate, deallocate) pass no gate of their own:
-// registry::enter() publishes the handle in the thread's hazard word, which
+// registry::try_enter() publishes the handle in the thread's hazard word, which
 // a borrow needs anyway, and checks g_forking after that one fenced store;
 // prepare() waits for published hazard words as for raised gate flags. The
 // gate flag and the hazard words share one per-thread block
@@ -71,7 +71,7 @@ bool membarrier_register() noexcept {
 const bool g_asymmetric = membarrier_register();
 
 // Heavy side: after this, every light store made before is visible (a gate's
-// `active`, a hazard word of registry::enter()), and every light load made
+// `active`, a hazard word of registry::try_enter()), and every light load made
 // after sees what the caller stored before (g_forking raised, a slot's
 // generation bumped).
 void heavy_barrier() noexcept {
@@ -115,7 +115,7 @@ void prepare() noexcept {
   const ThreadBlock* mine = ts.depth > 0 ? ts.entered : nullptr;
   const std::int64_t my_unlisted = (ts.depth > 0 && ts.entered_unlisted) ? 1 : 0;
   // A thread is inside while its gate flag is up or it has a hazard word
-  // published (registry::enter()'s fast path uses the hazard word as its
+  // published (registry::try_enter()'s fast path uses the hazard word as its
   // gate record). Waiting for hazard words cannot deadlock: no thread waits
   // at a gate while it holds one (other borrows are taken inside gates,
   // whose inner gates nest without waiting, or - tether_buffer_unpin - end

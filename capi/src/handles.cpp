@@ -38,7 +38,7 @@
 // borrow. A thread with no free hazard word (more than kHazards borrows at
 // once) takes a counted reference instead.
 //
-// enter()/leave() (entered.hpp, inline) are the hot path's borrow: the same hazard word doubles as
+// try_enter()/leave() (entered.hpp, inline) are the hot path's borrow: the same hazard word doubles as
 // the fork gate's record (fork.cpp), so a call like allocate costs one TLS
 // lookup and one fenced store for both, and any case off the common one
 // (first call on a thread, nested call, fork in progress, dead handle)
@@ -64,7 +64,7 @@ namespace {
 
 static_assert(sizeof(void*) == 8, "tether handles need a 64-bit address space");
 
-// The slots and the thread state are in entered.hpp (enter() reads them inline).
+// The slots and the thread state are in entered.hpp (try_enter() reads them inline).
 using detail::g_chunks;
 using detail::g_published;
 using detail::kChunkBits;
@@ -131,7 +131,7 @@ bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
 void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
   const HazardBlock* mine = t_state.block;
   const std::uint32_t type = s->type.load(std::memory_order_relaxed);
-  // enter() publishes a resource handle with a light store (g_asymmetric):
+  // try_enter() publishes a resource handle with a light store (g_asymmetric):
   // make it visible before the scan. One membarrier per destroyed resource
   // (rare: a resource lives long); other types are borrowed with seq_cst.
   if (g_asymmetric && type == static_cast<std::uint32_t>(ObjectType::Resource)) heavy_barrier();

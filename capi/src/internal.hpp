@@ -207,7 +207,7 @@ struct Borrow {
 };
 Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
-// enter()/try_enter() and leave(), the hot path of one-handle entry points: entered.hpp.
+// try_enter() and leave(), the hot path of one-handle entry points: entered.hpp.
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;
 // Internal test hooks (tests/capi/test_registry.cpp builds handles.cpp into

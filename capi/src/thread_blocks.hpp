@@ -133,10 +133,10 @@ ThreadBlock* first_thread_block() noexcept;
 extern std::atomic<bool> g_forking;
 
 // Asymmetric fences (fork.cpp). When true, the light side of a Dekker
-// handshake - a fork gate, registry::enter()'s hazard word - orders its store
+// handshake - a fork gate, registry::try_enter()'s hazard word - orders its store
 // and its load with a compiler barrier only, and the heavy side - fork()'s
 // prepare handler, the release that destroys a resource whose handle
-// enter() may have published - calls heavy_barrier() between its own store
+// try_enter() may have published - calls heavy_barrier() between its own store
 // and its reads, which makes every running thread of the process execute a
 // full barrier (membarrier PRIVATE_EXPEDITED). False where the kernel lacks
 // it, and under ThreadSanitizer: both sides then use sequentially consistent

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "entered.hpp"  // registry::enter()/leave() (inline)
+#include "entered.hpp"  // registry::try_enter()/leave() (inline)
 #include "internal.hpp"
 #include "thread_blocks.hpp"
 
@@ -86,37 +86,38 @@ TEST(Registry, TestHookLeavesLiveSlotsAlone) {
   EXPECT_TRUE(reg::release(a, ObjectType::Resource));
 }
 
-// ---- registry::enter()/leave(): the hot path's gate + borrow in one step ----
+// ---- registry::try_enter()/leave(): the hot path's gate + borrow in one step ----
 
 // Claims the calling thread's block (the general path does that on a
-// thread's first call; enter() never does).
+// thread's first call; try_enter() never does).
 void claim_block() {
   tether::capi::fork_gate_enter();
   tether::capi::fork_gate_leave();
 }
 
-// enter() takes only the common case; everything else comes back nullptr with
+// try_enter() takes only the common case; everything else comes back false with
 // nothing held, for the general path to handle (and report).
 TEST(RegistryEnter, FallsBackOffTheCommonCaseHoldingNothing) {
   const std::uintptr_t h = reg::create(ObjectType::Resource, new Counted);
   std::thread([&] {
     reg::Entered e;
-    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "no block yet on a new thread";
+    EXPECT_FALSE(reg::try_enter(h, ObjectType::Resource, e)) << "no block yet on a new thread";
     claim_block();
-    Object* obj = reg::enter(h, ObjectType::Resource, e);
+    ASSERT_TRUE(reg::try_enter(h, ObjectType::Resource, e));
+    Object* obj = e.object;
     ASSERT_NE(obj, nullptr);
     reg::leave(e);
-    EXPECT_EQ(reg::enter(h, ObjectType::Buffer, e), nullptr) << "wrong type";
-    EXPECT_EQ(reg::enter(0, ObjectType::Resource, e), nullptr) << "NULL";
-    EXPECT_EQ(reg::enter(h + (std::uintptr_t{1} << 32), ObjectType::Resource, e), nullptr) << "other generation";
-    EXPECT_EQ(reg::enter(h + 12345, ObjectType::Resource, e), nullptr) << "slot that does not exist";
+    EXPECT_FALSE(reg::try_enter(h, ObjectType::Buffer, e)) << "wrong type";
+    EXPECT_FALSE(reg::try_enter(0, ObjectType::Resource, e)) << "NULL";
+    EXPECT_FALSE(reg::try_enter(h + (std::uintptr_t{1} << 32), ObjectType::Resource, e)) << "other generation";
+    EXPECT_FALSE(reg::try_enter(h + 12345, ObjectType::Resource, e)) << "slot that does not exist";
     tether::capi::fork_gate_enter();  // a call from inside another call (a callback)
-    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "nested";
+    EXPECT_FALSE(reg::try_enter(h, ObjectType::Resource, e)) << "nested";
     tether::capi::fork_gate_leave();
     tether::capi::g_forking.store(true);  // what fork()'s prepare handler raises
-    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), nullptr) << "fork in progress";
+    EXPECT_FALSE(reg::try_enter(h, ObjectType::Resource, e)) << "fork in progress";
     tether::capi::g_forking.store(false);
-    EXPECT_EQ(reg::enter(h, ObjectType::Resource, e), obj) << "a failed enter left something held";
+    EXPECT_TRUE(reg::try_enter(h, ObjectType::Resource, e) && e.object == obj) << "a failed enter left something held";
     reg::leave(e);
   }).join();
   // Nothing stayed published: the last release destroys at once.
@@ -133,7 +134,7 @@ TEST(RegistryEnter, OwnReleaseIsDeferredToLeave) {
   const std::uintptr_t h = reg::create(ObjectType::Resource, new Counted);
   const int destroyed = g_destroyed;
   reg::Entered e;
-  ASSERT_NE(reg::enter(h, ObjectType::Resource, e), nullptr);
+  ASSERT_TRUE(reg::try_enter(h, ObjectType::Resource, e) && e.object != nullptr);
   EXPECT_TRUE(reg::release(h, ObjectType::Resource));
   EXPECT_EQ(g_destroyed, destroyed) << "destroyed while the call still uses it";
   EXPECT_EQ(reg::acquire(h, ObjectType::Resource), nullptr) << "the handle is dead at once";
@@ -142,7 +143,7 @@ TEST(RegistryEnter, OwnReleaseIsDeferredToLeave) {
   EXPECT_EQ(reg::live(0), 0u);
   // The thread is outside again: a new call enters normally.
   const std::uintptr_t g = reg::create(ObjectType::Resource, new Counted);
-  ASSERT_NE(reg::enter(g, ObjectType::Resource, e), nullptr);
+  ASSERT_TRUE(reg::try_enter(g, ObjectType::Resource, e) && e.object != nullptr);
   reg::leave(e);
   EXPECT_TRUE(reg::release(g, ObjectType::Resource));
 }
@@ -155,7 +156,7 @@ TEST(RegistryEnter, ReleaseWaitsForAnotherThreadsCall) {
   std::thread caller([&] {
     claim_block();
     reg::Entered e;
-    ASSERT_NE(reg::enter(h, ObjectType::Resource, e), nullptr);
+    ASSERT_TRUE(reg::try_enter(h, ObjectType::Resource, e) && e.object != nullptr);
     stage.store(1);
     while (stage.load() != 2) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the release is waiting now (or soon)
