@@ -4,20 +4,14 @@ argument dropped, so `bench_hooks.py 20000 5` had timed 5 iterations)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "bench_hooks.py"
+from script_support import REPO, load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_hooks", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "benchmarks" / "gpu" / "bench_hooks.py", "bench_hooks")
 
 
 def test_positional_iterations_and_repetitions(bench):

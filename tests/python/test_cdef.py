@@ -8,7 +8,6 @@ through the extension), and vice versa.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,19 +15,16 @@ from pathlib import Path
 import pytest
 
 import tether
+from script_support import REPO, load_script
 from tether._ffi import lib
 
-REPO = Path(__file__).resolve().parents[2]
 GENERATOR = REPO / "python" / "cdefgen.py"
 SHIPPED = Path(tether.__file__).with_name("_cdef.h")
 
 
 @pytest.fixture(scope="module")
 def cdefgen():
-    spec = importlib.util.spec_from_file_location("cdefgen", GENERATOR)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(GENERATOR, "cdefgen")
 
 
 def exported_functions() -> set[str]:
