@@ -27,17 +27,14 @@
 // memory, buffers, the table and handles work in the child; CUDA resources
 // fail with TETHER_ERROR_NO_DEVICE, and CUDA memory inherited from the parent
 // is never freed there (leaked, like at exit).
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <mutex>
 
 #include "internal.hpp"
 #include "thread_blocks.hpp"
+#include "tether_core/asymmetric_fence.hpp"
 #include "tether_core/process.hpp"
 
 namespace tether::capi {
@@ -49,41 +46,24 @@ void after_fork_child() noexcept;  // handles.cpp
 // Raised by prepare() until the fork is over (thread_blocks.hpp).
 std::atomic<bool> g_forking{false};
 
-namespace {
 // The gate's store-load ordering. Where the kernel offers it, an asymmetric
-// fence: gates order their store and load with a compiler barrier only, and
-// prepare() makes every running thread of the process execute a full barrier
-// (membarrier PRIVATE_EXPEDITED) between raising g_forking and reading the
-// gate records. Otherwise both sides use sequentially consistent operations.
-bool membarrier_register() noexcept {
+// fence (tether_core/asymmetric_fence.hpp): gates order their store and load
+// with a compiler barrier only, and prepare() makes every running thread of
+// the process execute a full barrier between raising g_forking and reading
+// the gate records. Otherwise both sides use sequentially consistent
+// operations. Not under ThreadSanitizer, which does not model membarrier: the
+// gates have no happens-before edge of their own for it to see.
 #if defined(__SANITIZE_THREAD__)
-  return false;  // ThreadSanitizer does not model membarrier
+const bool g_asymmetric = false;
 #else
-  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
-  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 ||
-      (cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-    return false;
-  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+const bool g_asymmetric = core::asymmetric_fence_available();
 #endif
-}
-}  // namespace
-
-const bool g_asymmetric = membarrier_register();
 
 // Heavy side: after this, every light store made before is visible (a gate's
 // `active`, a hazard word of registry::try_enter()), and every light load made
 // after sees what the caller stored before (g_forking raised, a slot's
 // generation bumped).
-void heavy_barrier() noexcept {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (g_asymmetric && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0) return;
-  // membarrier failed now (it does not, once registered, short of the kernel
-  // running out of memory): a light store may still sit in its CPU's store
-  // buffer, which drains within microseconds at most; wait far longer than
-  // that (1 ms) before the caller reads.
-  const timespec nap{0, 1000000};
-  nanosleep(&nap, nullptr);
-}
+void heavy_barrier() noexcept { core::heavy_fence(); }
 
 namespace {
 
