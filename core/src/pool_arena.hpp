@@ -7,15 +7,13 @@
 // need only the arena's mutex and the chunk lock of the block at hand.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
+#include "biased_lock.hpp"
 #include "pool_block.hpp"
 #include "pool_block_table.hpp"
 #include "pool_free_index.hpp"
@@ -163,44 +161,10 @@ class QuickCache {
   std::uint8_t depth_[kMaxGranules] = {};
 };
 
-// An arena's lock: one atomic exchange to take it and a plain release store
-// to give it back (a pthread mutex costs two atomic read-modify-writes and
-// two calls per hold), so an uncontended allocate or free pays one atomic.
-// Waiters spin briefly, then yield, then nap: the world-locked slow paths of
-// a stream-ordered pool may hold it across a device synchronisation.
-class ArenaLock {
- public:
-  void lock() noexcept {
-    if (!held_.exchange(true, std::memory_order_acquire)) return;
-    lock_slow();
-  }
-  // Take it if it is free (the same one exchange), without waiting.
-  bool try_lock() noexcept { return !held_.exchange(true, std::memory_order_acquire); }
-  void unlock() noexcept { held_.store(false, std::memory_order_release); }
-
- private:
-  // Out of line: inlined, its loop and calls made every function that takes
-  // the lock save registers and build a frame on the uncontended path too.
-  __attribute__((noinline, cold)) void lock_slow() noexcept {
-    for (unsigned round = 0;; ++round) {
-      while (held_.load(std::memory_order_relaxed)) {
-        if (round < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
-        } else if (round < 1024) {
-          std::this_thread::yield();
-        } else {
-          const timespec nap{0, 20000};  // 20 us
-          nanosleep(&nap, nullptr);
-        }
-        ++round;
-      }
-      if (!held_.exchange(true, std::memory_order_acquire)) return;
-    }
-  }
-  std::atomic<bool> held_{false};
-};
+// An arena's lock: biased to the thread that uses the arena (biased_lock.hpp),
+// which then takes it without an atomic read-modify-write; any other thread
+// pays one atomic exchange (and, the first times, a revocation of the bias).
+using ArenaLock = detail::BiasedLock;
 
 // What one stream of a stream-ordered pool owns (a host pool has one arena):
 // the blocks it freed (fresh ones not yet covered by its event, settled ones
