@@ -351,11 +351,18 @@ class PoolResource final : public Resource {
     const std::size_t g = round_up(bytes, kGranule) >> pool_detail::kGranuleShift;
     Block* b = a.quick.note_and_pop(g, QuickCache::slot(g, alignment <= kGranule));
     if (b == nullptr) return nullptr;
+    hand_out_cached(a, b, bytes, alignment, owner);
+    return b;
+  }
+
+  // Cached block b, taken out of a's quick cache, is arena a's again for
+  // this request. a locked.
+  __attribute__((always_inline)) static void hand_out_cached(Arena& a, Block* b, std::size_t bytes,
+                                                             std::size_t alignment, owner_t owner) noexcept {
     b->request.bytes = bytes;
     b->request.set(alignment, owner);
     a.used += b->size;
     pool_detail::tally(a, owner, +1, bytes);
-    return b;
   }
 
   // do_allocate_for when no arena is at hand or its lock is taken: find the
@@ -380,6 +387,15 @@ class PoolResource final : public Resource {
       // searching for enough extra to carve off a leading piece. (Worked out
       // here, past the cache's hits, which do not need it.)
       need = alignment > kGranule ? n + (alignment - kGranule) : n;
+      // A larger size has its own slot in the cache (QuickCache, "Larger blocks").
+      const std::size_t g = n >> pool_detail::kGranuleShift;
+      if (g > QuickCache::kMaxGranules && alignment <= kGranule) {
+        if (Block* b = a.quick.pop_large(g)) {
+          hand_out_cached(a, b, bytes, alignment, owner);
+          return reinterpret_cast<void*>(b->addr);
+        }
+        a.quick.note_large(g);
+      }
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
       if (!a.quick.empty()) flush_quick(a, free_index(a));

@@ -74,14 +74,38 @@ class NodePool {
 // pool flushes the cache into the free indexes (coalescing) before it looks
 // further: before the slow path, growth, trim and info. Bounded in depth per
 // size and in bytes, so little memory is ever held back from coalescing.
+//
+// Larger blocks have one slot of their own, for the last larger size that
+// missed (note_large(): the pool asks it before it flushes, on the miss
+// path only, so the small sizes' hot path is as before). A tensor or array
+// of one size allocated and freed over and over (a training step's
+// activations, bench_pool_vs_malloc_core hot's 64 KiB and 1 MiB rows) then
+// skips the split and the merge too. The next request of any other size
+// that misses flushes it, like the rest of the cache, so it holds back at
+// most kLargeDepth blocks and kLargeMaxBytes, and only while one size repeats.
 // Guarded by the arena's lock.
 class QuickCache {
  public:
   static constexpr std::size_t kMaxGranules = 64;  // blocks up to 16 KiB
   static constexpr unsigned kDepth = 8;            // per size
   static constexpr std::size_t kMaxBytes = std::size_t{256} << 10;
+  static constexpr unsigned kLargeDepth = 4;  // larger blocks, of one size
+  static constexpr std::size_t kLargeMaxBytes = std::size_t{64} << 20;
 
-  bool empty() const noexcept { return nonempty_ == 0; }
+  bool empty() const noexcept { return nonempty_ == 0 && large_ == nullptr; }
+
+  // A request of `granules` (more than kMaxGranules, plain alignment) missed
+  // the small sizes: a cached block of exactly that size, or nullptr.
+  Block* pop_large(std::size_t granules) noexcept {
+    Block* const b = large_;
+    if (b == nullptr || large_granules_ != granules) return nullptr;
+    take_large(b);
+    return b;
+  }
+
+  // ...and found none: larger blocks freed from now on are kept if they
+  // are of this size. (Cached blocks of another size are flushed next.)
+  void note_large(std::size_t granules) noexcept { large_granules_ = granules; }
 
   // The cache's slot for a request of `granules` (kMaxGranules: none, the
   // request is not 1 ... kMaxGranules granules or `plain` is false, i.e.
@@ -121,7 +145,11 @@ class QuickCache {
 
   // Any cached block, or nullptr.
   Block* pop_any() noexcept {
-    if (nonempty_ == 0) return nullptr;
+    if (nonempty_ == 0) {
+      Block* const b = large_;
+      if (b != nullptr) take_large(b);
+      return b;
+    }
     const unsigned i = static_cast<unsigned>(__builtin_ctzll(nonempty_));
     Block* b = heads_[i];
     take(b, i);
@@ -135,7 +163,7 @@ class QuickCache {
     // has), so this one test also keeps larger blocks out; it rarely
     // passes on mixed sizes, where a range test first was a coin toss.
     const std::size_t g = b->size >> kGranuleShift;
-    if (g != (recent_ & 0xffu) && g != (recent_ >> 8)) return false;
+    if (g != (recent_ & 0xffu) && g != (recent_ >> 8)) return push_large(b, g);
     const std::size_t i = g - 1;
     if (depth_[i] >= kDepth || bytes_ + b->size > kMaxBytes) return false;
     b->request.tag = Block::Request::kCached;
@@ -154,11 +182,31 @@ class QuickCache {
     if (--depth_[i] == 0) nonempty_ &= ~(std::uint64_t{1} << i);
     bytes_ -= b->size;
   }
+  // large_granules_ is 0 or more than kMaxGranules, so this also keeps out
+  // the small sizes push() did not take.
+  bool push_large(Block* b, std::size_t g) noexcept {
+    if (g != large_granules_ || large_depth_ >= kLargeDepth || large_bytes_ + b->size > kLargeMaxBytes) return false;
+    b->request.tag = Block::Request::kCached;
+    b->cache.next = large_;
+    large_ = b;
+    ++large_depth_;
+    large_bytes_ += b->size;
+    return true;
+  }
+  void take_large(Block* b) noexcept {
+    large_ = b->cache.next;
+    --large_depth_;
+    large_bytes_ -= b->size;
+  }
   std::uint64_t nonempty_ = 0;  // bit i: heads_[i] non-empty
   std::uint16_t recent_ = 0;  // the last two sizes requested (note_and_pop), in granules, the last in the low byte; 0: none
   std::size_t bytes_ = 0;
   Block* heads_[kMaxGranules + 1] = {};  // [kMaxGranules]: always empty (note_and_pop)
   std::uint8_t depth_[kMaxGranules] = {};
+  Block* large_ = nullptr;  // cached larger blocks, all of large_granules_
+  std::size_t large_granules_ = 0;  // the last larger size that missed (note_large); 0: none
+  std::size_t large_bytes_ = 0;
+  unsigned large_depth_ = 0;
 };
 
 // An arena's lock: biased to the thread that uses the arena (biased_lock.hpp),

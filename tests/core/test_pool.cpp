@@ -143,6 +143,74 @@ TEST(Pool, RepeatedFreesOfACachedBlockAreRejected) {
   }
 }
 
+// A larger block (here 1 MiB) freed on its stream waits whole in the quick
+// cache's slot for the last larger size that missed, so a tensor of one size
+// allocated and freed over and over skips the split and the merge: it comes
+// back at the same address, a second free of it is refused and changes
+// nothing, and a request of another size flushes it (coalesced, as if never
+// cached), as does pool_info().
+TEST(Pool, ALargerSizeAskedForAgainComesBackFromTheCache) {
+  for (const bool ordered : {false, true}) {
+    SCOPED_TRACE(ordered ? "stream-ordered" : "host");
+    ResourcePtr up = ordered ? ResourcePtr(std::make_shared<test::OrderedUpstream>()) : core::make_host_resource();
+    auto pool = make_pool(up, 8 * MiB);
+    void* p = pool->allocate(MiB, 0, 1);
+    pool->deallocate(p, MiB, 0, 1);
+    for (int i = 0; i < 100; ++i) {
+      void* q = pool->allocate(MiB, 0, 1);
+      EXPECT_EQ(q, p);
+      pool->deallocate(q, MiB, 0, 1);
+    }
+    EXPECT_EQ(pool->outstanding_count(), 0u);
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, MiB, 0, 1); }));
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p, MiB, 0, 2); }));
+    EXPECT_EQ(pool->outstanding_count(), 0u);
+    EXPECT_EQ(core::pool_info(*pool).free_bytes, 8 * MiB);
+    // The layout checks below are the host pool's: a stream-ordered pool
+    // hands its initial size to streams in slabs, which stay apart.
+    if (ordered) continue;
+    // pool_info() merges the cached block back: one free block, the whole pool.
+    core::PoolInfo info = core::pool_info(*pool);
+    EXPECT_EQ(info.free_blocks, 1u);
+    EXPECT_EQ(info.largest_free_block, 8 * MiB);
+    // Cached again, then a request of another larger size flushes it and can use its memory.
+    void* a = pool->allocate(MiB, 0, 1);
+    pool->deallocate(a, MiB, 0, 1);
+    void* whole = pool->allocate(8 * MiB, 0, 1);
+    EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);  // no growth: the cached MiB merged back
+    pool->deallocate(whole, 8 * MiB, 0, 1);
+    // A free of the size cached while another larger size is the last that missed is not kept.
+    void* b = pool->allocate(2 * MiB, 0, 1);
+    void* c = pool->allocate(MiB, 0, 1);  // misses: 1 MiB is now the cached larger size
+    pool->deallocate(b, 2 * MiB, 0, 1);   // not 1 MiB: into the free index
+    info = core::pool_info(*pool);
+    EXPECT_EQ(info.free_bytes, 7 * MiB);
+    pool->deallocate(c, MiB, 0, 1);
+    EXPECT_EQ(core::pool_info(*pool).free_blocks, 1u);
+  }
+}
+
+// The larger-size slot holds at most QuickCache::kLargeDepth (4) blocks:
+// freeing more of that size leaves the rest to the free index, and they come
+// back from either in turn, each block once.
+TEST(Pool, TheLargerSizeSlotIsBounded) {
+  auto pool = make_pool(core::make_host_resource(), 16 * MiB);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(pool->allocate(MiB, 0, 0));
+  for (void* b : blocks) pool->deallocate(b, MiB, 0, 0);
+  std::vector<void*> again;
+  for (int i = 0; i < 8; ++i) again.push_back(pool->allocate(MiB, 0, 0));
+  std::vector<void*> sorted = again;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());  // no block handed out twice
+  // The first four freed filled the slot; they come back first, the last of them first.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(again[static_cast<std::size_t>(i)], blocks[static_cast<std::size_t>(3 - i)]);
+  for (void* b : again) pool->deallocate(b, MiB, 0, 0);
+  const core::PoolInfo info = core::pool_info(*pool);
+  EXPECT_EQ(info.free_bytes, 16 * MiB);
+  EXPECT_EQ(info.free_blocks, 1u);
+}
+
 // A free finds its block through the granule map: an address where a block
 // started before it merged away, one inside a later, larger block, one not
 // on a granule, one outside every chunk and one in a chunk already given back
@@ -649,7 +717,9 @@ TEST(PoolStreams, TrimSynchronisesTheDeviceOnceForUncoveredFrees) {
 
 // Same-stream frees in an unbounded pool record the stream's event only every
 // so often (the hot path makes no CUDA call most of the time), and never wait.
-// Sizes above the quick cache's (16 KiB), so every free goes into `fresh`.
+// Two sizes in turn, both above the quick cache's small sizes (16 KiB), so
+// every freed block goes into `fresh` (the cache's larger-size slot keeps
+// one only until the other size is asked for).
 TEST(PoolStreams, UnboundedPoolsRecordLazily) {
   auto up = std::make_shared<test::OrderedUpstream>();
   auto pool = make_pool(up, 4 * MiB);
@@ -658,9 +728,10 @@ TEST(PoolStreams, UnboundedPoolsRecordLazily) {
   up->clear_waits();
   const std::size_t before = up->event_records();
   for (int i = 0; i < 1000; ++i) {
-    void* q = pool->allocate(64 * 1024, 0, 7);
+    const std::size_t size = i % 2 == 0 ? 64 * 1024 : 80 * 1024;
+    void* q = pool->allocate(size, 0, 7);
     EXPECT_EQ(q, p);
-    pool->deallocate(q, 64 * 1024, 0, 7);
+    pool->deallocate(q, size, 0, 7);
   }
   const std::size_t records = up->event_records() - before;
   EXPECT_GE(records, 1u);  // still covered now and then: other streams can take it
@@ -714,6 +785,40 @@ TEST(PoolStreams, CachedSmallBlocksNeedNoEventUntilAnotherStreamWantsThem) {
   pool->deallocate(big, MiB, 0, 8);
   up->freed(again, MiB, 8);
   pool->deallocate(again, MiB, 0, 8);
+}
+
+// The same for a larger size (the quick cache's larger-size slot): a 1 MiB
+// block allocated and freed over and over on one stream records no event (a
+// free into the free index would count towards the next record, every 64).
+TEST(PoolStreams, CachedLargerBlocksNeedNoEventEither) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, 4 * MiB);
+  void* p = pool->allocate(MiB, 0, 7);
+  up->allocated(p, MiB, 7);
+  up->freed(p, MiB, 7);
+  pool->deallocate(p, MiB, 0, 7);
+  const std::size_t before = up->event_records();
+  for (int i = 0; i < 1000; ++i) {
+    void* q = pool->allocate(MiB, 0, 7);
+    EXPECT_EQ(q, p);
+    up->allocated(q, MiB, 7);
+    up->freed(q, MiB, 7);
+    pool->deallocate(q, MiB, 0, 7);
+  }
+  EXPECT_EQ(up->event_records(), before);
+  // Another size flushes it into the stream's fresh memory: from then on, frees count again.
+  void* other = pool->allocate(2 * MiB, 0, 7);
+  up->allocated(other, 2 * MiB, 7);
+  for (int i = 0; i < 200; ++i) {
+    void* q = pool->allocate(3 * MiB / 2 + static_cast<std::size_t>(i % 2) * KiB, 0, 7);
+    up->allocated(q, 3 * MiB / 2 + static_cast<std::size_t>(i % 2) * KiB, 7);
+    up->freed(q, 3 * MiB / 2 + static_cast<std::size_t>(i % 2) * KiB, 7);
+    pool->deallocate(q, 3 * MiB / 2 + static_cast<std::size_t>(i % 2) * KiB, 0, 7);
+  }
+  EXPECT_GT(up->event_records(), before);
+  up->freed(other, 2 * MiB, 7);
+  pool->deallocate(other, 2 * MiB, 0, 7);
+  EXPECT_EQ(up->violations(), 0u);
 }
 
 // A stream that wants memory another stream freed but has not covered yet
