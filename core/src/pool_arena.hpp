@@ -160,8 +160,8 @@ class QuickCache {
   // it is then marked cached (its request is gone).
   bool push(Block* b) noexcept {
     // recent_ holds sizes of 1 ... kMaxGranules only (or 0, which no block
-    // has), so this one test also keeps larger blocks out; it rarely
-    // passes on mixed sizes, where a range test first was a coin toss.
+    // has), so this one test also sends larger blocks to their own slot; it
+    // rarely passes on mixed sizes, where a range test first was a coin toss.
     const std::size_t g = b->size >> kGranuleShift;
     if (g != (recent_ & 0xffu) && g != (recent_ >> 8)) return push_large(b, g);
     const std::size_t i = g - 1;
