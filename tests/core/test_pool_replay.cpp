@@ -150,9 +150,12 @@ void replay(core::Resource& mr, test::OrderedUpstream* up, std::uint64_t ops, st
             free_one(rng() % live.size());
             continue;
           }
-          // Sizes 1 B - 64 KiB, log-uniform; one in eight over-aligned.
+          // Sizes 1 B - 64 KiB, log-uniform, and one in eight of four fixed
+          // larger sizes, which repeat (the quick cache's larger-size slot);
+          // one in eight over-aligned.
+          static constexpr std::size_t kRepeated[4] = {20 << 10, 64 << 10, 300 << 10, 1 << 20};
           const std::size_t n = std::size_t{1} << (rng() % 17);
-          const std::size_t size = n + rng() % n;
+          const std::size_t size = rng() % 8 == 0 ? kRepeated[rng() % 4] : n + rng() % n;
           const std::size_t alignment = rng() % 8 == 0 ? std::size_t{512} << (rng() % 5) : 0;
           const stream_t s = rng() % 10 == 0 ? shared[rng() % 3] : own;
           void* p = nullptr;
