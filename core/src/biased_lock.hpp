@@ -159,15 +159,7 @@ class BiasedLock {
 
   // The owner is inside for one allocate or free at most.
   __attribute__((noinline, cold)) void wait_for_owner() noexcept {
-    for (unsigned spins = 0; inside_.load(std::memory_order_acquire); ++spins) {
-      if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        std::this_thread::yield();
-      }
-    }
+    for (unsigned round = 0; inside_.load(std::memory_order_acquire);) back_off(round++);
   }
 
   // Gives back the shared lock held by the owner, or by the first thread
@@ -185,24 +177,26 @@ class BiasedLock {
 
   // Out of line: inlined, its loop and calls made every function that takes
   // the lock save registers and build a frame on the uncontended path too.
-  // Waiters spin briefly, then yield, then nap: the world-locked slow paths
-  // of a stream-ordered pool may hold the lock across a device synchronisation.
   __attribute__((noinline, cold)) void lock_slow() noexcept {
-    for (unsigned round = 0;; ++round) {
-      while (held_.load(std::memory_order_relaxed)) {
-        if (round < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
-        } else if (round < 1024) {
-          std::this_thread::yield();
-        } else {
-          const timespec nap{0, 20000};  // 20 us
-          nanosleep(&nap, nullptr);
-        }
-        ++round;
-      }
+    for (unsigned round = 0;;) {
+      while (held_.load(std::memory_order_relaxed)) back_off(round++);
       if (!held_.exchange(true, std::memory_order_acquire)) return;
+    }
+  }
+
+  // One round of waiting, for lock_slow() and wait_for_owner(): spin briefly,
+  // then yield, then nap - the world-locked slow paths of a stream-ordered
+  // pool may hold the lock across a device synchronisation.
+  static void back_off(unsigned round) noexcept {
+    if (round < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else if (round < 1024) {
+      std::this_thread::yield();
+    } else {
+      const timespec nap{0, 20000};  // 20 us
+      nanosleep(&nap, nullptr);
     }
   }
 
