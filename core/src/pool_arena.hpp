@@ -424,15 +424,18 @@ inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t byt
 // Put every block of a's quick cache into idx (coalescing with free
 // neighbours), out of a's table. Blocks that go into a fresh index count as
 // frees not yet covered by a's event (free_block does not count them while
-// they are cached). a locked.
-inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
+// they are cached). Returns how many grown chunks became wholly free (the
+// pool counts them: pool.cpp, consolidate). a locked.
+inline std::size_t flush_quick(Arena& a, FreeIndex* idx) noexcept {
+  std::size_t emptied = 0;
   while (Block* b = a.quick.pop_any()) {
     a.table.erase_at(a.table.find(b->addr));  // there: a cached block stays in its arena's table
     ChunkGuard g(b->chunk);
-    --b->chunk->allocated;
+    if (--b->chunk->allocated == 0 && b->chunk->extent->grown) ++emptied;
     insert_free(a, b, idx);
     if (idx->fresh()) ++a.unrecorded;
   }
+  return emptied;
 }
 
 // Move every fresh block of a to its settled index (a's event was just
