@@ -135,7 +135,8 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 //
 // With the joining, smaller steps pay again: a step's overshoot is smaller,
 // and the chunk boundaries it adds go away once its chunk is wholly free.
-// A hundred-and-twenty-eighth, per seed then median / max (200000 ops):
+// A hundred-and-twenty-eighth, per seed then median / max (200000 ops; these
+// with joining unbounded, kJoinBudget has the bounded figures):
 //   host:            1.171 1.176 1.161 1.186 1.220 1.153 1.125 1.199, 1.174 / 1.220
 //   stream-ordered:  1.151 1.198 1.161 1.181 1.205 1.149 1.116 1.220, 1.171 / 1.220
 // and at 20,000 / 1,000,000 ops (median / max, a thirty-second first):
@@ -147,6 +148,12 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // instead of 56, 103, 142, and a pool that grows from 1 MiB to 8 GiB in
 // steps of its own size / 128 asks upstream about 1,150 times instead of
 // about 290 (still geometric: O(log) chunks).
+//
+// With the join budget (kJoinBudget = 1), per seed then median / max:
+//   host, 200,000:   1.275 1.205 1.157 1.221 1.220 1.155 1.141 1.198, 1.201 / 1.275
+//   stream-ordered:  1.151 1.200 1.178 1.207 1.230 1.148 1.125 1.205, 1.189 / 1.230
+//   20,000 ops:      host 1.182 / 1.319, stream-ordered 1.189 / 1.302
+//   1,000,000 ops:   host 1.168 / 1.222, stream-ordered 1.167 / 1.237
 //
 // What is left is placement inside the joined chunks: on this pattern a
 // simulation of the same chunks, growth and joining placed small requests
@@ -168,6 +175,22 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // at all: a fresh block already merges with settled neighbours).
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
 constexpr std::size_t kGrowthDivisor = 128;
+// consolidate() asks upstream for at most this many times the bytes growth
+// asked for. Joining costs upstream traffic: each join gives chunks back and
+// asks for their total again (a host pool's memory is then unmapped, mapped
+// and faulted in again; a device pool's goes through the driver). Without a
+// budget, joining re-asked for 2,165 MiB per three replays of 200,000 ops
+// (24 seeds; 331 MiB without joining) and bench_pool_vs_malloc_core 1000000
+// 3 random went from 178 - 185 to 336 - 398 ns per pair (host pool,
+// interleaved runs). Budget (as a multiple of the grown bytes), held / peak
+// live (mean of 24 seeds at 200,000 ops, host / stream-ordered), MiB asked
+// for again, and that benchmark's ns per pair (3 interleaved runs against
+// 178 - 185 before this change and 187 - 195 for 1/128 without joining):
+//   none:       1.221 / 1.217,   331 MiB
+//   1:          1.203 / 1.201,   592 MiB, 186 - 194
+//   3:          1.187 / 1.183, 1,135 MiB, 193 - 210
+//   unbounded:  1.182 / 1.185, 2,165 MiB, 336 - 398
+constexpr std::size_t kJoinBudget = 1;
 // How many blocks of a request's own size class are examined (best fit) before any other class.
 constexpr std::size_t kOwnClassScan = 16;
 
@@ -861,6 +884,8 @@ class PoolResource final : public Resource {
     // 3. Grow (merging the wholly free chunks into the new one).
     std::string upstream_error;
     const std::size_t chunk = growth_for(r.need, merge_free_chunks(world, a));
+    const std::size_t earned = chunk > SIZE_MAX / kJoinBudget ? SIZE_MAX : chunk * kJoinBudget;
+    join_budget_ = earned > SIZE_MAX - join_budget_ ? SIZE_MAX : join_budget_ + earned;
     if (chunk != 0) {
       if (void* p = grow(world, a, chunk, r.n, r.bytes, r.alignment, r.owner, upstream_error)) return p;
     }
@@ -875,9 +900,10 @@ class PoolResource final : public Resource {
   //    size (merge_free_chunks' rules: settled chunks only, a's own fresh
   //    blocks settled first). Held memory stays the same, but the free
   //    memory is one piece instead of several that each end at a chunk
-  //    boundary (kGrowthDivisor's comment has the numbers). nullptr, having
-  //    changed nothing but the look's mark, if that does not apply. Requires
-  //    the world.
+  //    boundary (kGrowthDivisor's comment has the numbers). Only while the
+  //    join budget lasts: what growth asked upstream for, times kJoinBudget,
+  //    less what joins asked for. nullptr, having changed nothing but the
+  //    look's mark, if that does not apply. Requires the world.
   //    Cold, like take_everything, release_and_grow and join_slabs: GCC
   //    inlines nothing into a cold function, and this file is at GCC's
   //    inline-unit-growth limit. With this step added and none of them
@@ -890,12 +916,17 @@ class PoolResource final : public Resource {
     consolidated_at_.store(emptied_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     // Counted before a records (merge_free_chunks does that), so that a
     // look that finds nothing to merge records nothing either.
-    std::size_t free_chunks = 0;
-    for (Chunk* c = chunks_; c != nullptr && free_chunks < 2; c = c->next)
-      if (c->allocated == 0 && settled_once_recorded(*c, a)) ++free_chunks;
-    if (free_chunks < 2) return nullptr;
+    std::size_t free_chunks = 0, free_bytes = 0;
+    for (Chunk* c = chunks_; c != nullptr; c = c->next) {
+      if (c->allocated == 0 && settled_once_recorded(*c, a)) {
+        ++free_chunks;
+        free_bytes += c->size;
+      }
+    }
+    if (free_chunks < 2 || free_bytes > join_budget_) return nullptr;
     const std::size_t merged = merge_free_chunks(world, a);
     if (merged == 0) return nullptr;
+    join_budget_ -= std::min(join_budget_, merged);
     // (Another thread may have grown while the world was unlocked.)
     if (limited_ && (pool_size_ + pending_ > maximum_ || merged > maximum_ - pool_size_ - pending_)) return nullptr;
     std::string upstream_error;  // (out of memory: the steps after this one go on)
@@ -1205,6 +1236,7 @@ class PoolResource final : public Resource {
   // Grown chunks that became wholly free, ever; its value when consolidate()
   // last looked. Written and read under any arena's lock, hence atomic.
   std::atomic<std::uint64_t> emptied_{0};
+  std::size_t join_budget_ = 0;  // bytes consolidate() may still ask upstream for (kJoinBudget)
   std::atomic<std::uint64_t> consolidated_at_{0};
   std::vector<std::unique_ptr<Arena>> arenas_;  // never removed
   std::atomic<Arena*> listed_{nullptr};         // the same arenas, newest first (Arena::next_listed)

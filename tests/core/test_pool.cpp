@@ -407,6 +407,18 @@ TEST(Pool, WhollyFreeGrownChunksAreJoinedBeforeOneIsCarved) {
   EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
   EXPECT_EQ(core::statistics_of(*stats).current_bytes, 2 * MiB);
   pool->deallocate(t, 256 * KiB, 0, 0);
+  // Joining asks upstream for at most what growth asked for (kJoinBudget):
+  // 2 MiB grown, 2 MiB joined. One more megabyte grown does not pay for
+  // joining 3 MiB, so the two chunks stay.
+  void* w = pool->allocate(2 * MiB, 0, 0);  // the joined chunk, whole
+  void* x = pool->allocate(MiB, 0, 0);      // grows 1 MiB
+  pool->deallocate(w, 2 * MiB, 0, 0);
+  pool->deallocate(x, MiB, 0, 0);
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  void* y = pool->allocate(256 * KiB, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 3 * MiB);
+  pool->deallocate(y, 256 * KiB, 0, 0);
 }
 
 // In a stream-ordered pool the join follows merge_free_chunks' rules: the
