@@ -379,6 +379,77 @@ TEST(Pool, GrowthMergesWhollyFreeGrownChunksIntoTheNewOne) {
   for (auto [p, n] : {std::pair{b, MiB}, std::pair{c, 2 * MiB}, std::pair{d, MiB}}) pool->deallocate(p, n, 0, 0);
 }
 
+// An allocation whose best fit is a wholly free grown chunk first joins it
+// with the pool's other wholly free grown chunks (pool.cpp, consolidate):
+// held stays the same, the free memory is one piece, and a later request
+// larger than either old chunk fits without growing (before, the pool grew
+// to 3.5 MiB here: 1 MiB merged plus a 2.5 MiB step).
+TEST(Pool, WhollyFreeGrownChunksAreJoinedBeforeOneIsCarved) {
+  auto stats = core::make_statistics_adaptor(core::make_host_resource());
+  auto pool = make_pool(stats, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 0);  // chunk 1 (1 MiB)
+  void* b = pool->allocate(MiB, 0, 0);  // chunk 2 (1 MiB)
+  pool->deallocate(a, MiB, 0, 0);
+  pool->deallocate(b, MiB, 0, 0);  // both wholly free
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  void* s = pool->allocate(256 * KiB, 0, 0);  // best fit: a whole chunk; both become one 2 MiB chunk
+  core::PoolInfo i = core::pool_info(*pool);
+  EXPECT_EQ(i.chunk_count, 1u);
+  EXPECT_EQ(i.pool_size, 2 * MiB);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 2 * MiB);
+  void* l = pool->allocate(MiB + 512 * KiB, 0, 0);  // the rest of the joined chunk: no growth
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 2 * MiB);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  pool->deallocate(s, 256 * KiB, 0, 0);
+  pool->deallocate(l, MiB + 512 * KiB, 0, 0);
+  // Only one wholly free chunk: nothing to join, nothing given back.
+  void* t = pool->allocate(256 * KiB, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  EXPECT_EQ(core::statistics_of(*stats).current_bytes, 2 * MiB);
+  pool->deallocate(t, 256 * KiB, 0, 0);
+  // Joining asks upstream for at most what growth asked for (kJoinBudget):
+  // 2 MiB grown, 2 MiB joined. One more megabyte grown does not pay for
+  // joining 3 MiB, so the two chunks stay.
+  void* w = pool->allocate(2 * MiB, 0, 0);  // the joined chunk, whole
+  void* x = pool->allocate(MiB, 0, 0);      // grows 1 MiB
+  pool->deallocate(w, 2 * MiB, 0, 0);
+  pool->deallocate(x, MiB, 0, 0);
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  void* y = pool->allocate(256 * KiB, 0, 0);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 3 * MiB);
+  pool->deallocate(y, 256 * KiB, 0, 0);
+}
+
+// In a stream-ordered pool the join follows merge_free_chunks' rules: the
+// stream's own fresh blocks are settled by an event first and the chunks
+// are given back after a wait on it (no device sync); a chunk with another
+// stream's fresh (uncovered) blocks is not joined.
+TEST(PoolStreams, JoiningWhollyFreeChunksNeedsNoDeviceSync) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* a = pool->allocate(MiB, 0, 1);
+  void* b = pool->allocate(MiB, 0, 1);
+  void* c = pool->allocate(MiB, 0, 2);
+  pool->deallocate(a, MiB, 0, 1);
+  pool->deallocate(b, MiB, 0, 1);  // stream 1's chunks wholly free, fresh
+  pool->deallocate(c, MiB, 0, 2);  // stream 2's chunk wholly free, fresh
+  ASSERT_EQ(core::pool_info(*pool).chunk_count, 3u);
+  void* s = pool->allocate(256 * KiB, 0, 1);  // joins stream 1's two chunks, not stream 2's
+  up->allocated(s, 256 * KiB, 1);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 2u);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 3 * MiB);
+  void* l = pool->allocate(MiB + 512 * KiB, 0, 1);  // the rest of the joined chunk
+  up->allocated(l, MiB + 512 * KiB, 1);
+  EXPECT_EQ(core::pool_info(*pool).pool_size, 3 * MiB);
+  EXPECT_EQ(up->device_syncs(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  up->freed(s, 256 * KiB, 1);
+  pool->deallocate(s, 256 * KiB, 0, 1);
+  up->freed(l, MiB + 512 * KiB, 1);
+  pool->deallocate(l, MiB + 512 * KiB, 0, 1);
+}
+
 TEST(Pool, GrowthDoesNotMergeTheInitialChunk) {
   auto stats = core::make_statistics_adaptor(core::make_host_resource());
   auto pool = make_pool(stats, MiB, 0, MiB);
