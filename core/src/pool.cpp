@@ -149,11 +149,20 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // steps of its own size / 128 asks upstream about 1,150 times instead of
 // about 290 (still geometric: O(log) chunks).
 //
-// With the join budget (kJoinBudget = 1), per seed then median / max:
+// With the join budget (kJoinBudget = 1), a hundred-and-twenty-eighth, per
+// seed then median / max:
 //   host, 200,000:   1.275 1.205 1.157 1.221 1.220 1.155 1.141 1.198, 1.201 / 1.275
 //   stream-ordered:  1.151 1.200 1.178 1.207 1.230 1.148 1.125 1.205, 1.189 / 1.230
 //   20,000 ops:      host 1.182 / 1.319, stream-ordered 1.189 / 1.302
 //   1,000,000 ops:   host 1.168 / 1.222, stream-ordered 1.167 / 1.237
+// and with the budget, a thirty-second (median / max):
+//   20,000 ops:      host 1.209 / 1.396, stream-ordered 1.198 / 1.302
+//   200,000 ops:     host 1.211 / 1.296, stream-ordered 1.208 / 1.231
+// (a sixty-fourth: 1.197 / 1.319, 1.207 / 1.302; 1.201 / 1.273, 1.201 /
+// 1.228). So the step stays a thirty-second: on the GPU benchmark's figure
+// (stream-ordered, 20,000 ops) the smaller steps gain 0.009 of the median
+// and nothing of the max, for four times as many upstream allocations as
+// a pool grows (each a cuMemAlloc, or a mapping of host memory).
 //
 // What is left is placement inside the joined chunks: on this pattern a
 // simulation of the same chunks, growth and joining placed small requests
@@ -174,7 +183,7 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // before growing, and an unbounded own-class scan before growing (no change
 // at all: a fresh block already merges with settled neighbours).
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
-constexpr std::size_t kGrowthDivisor = 128;
+constexpr std::size_t kGrowthDivisor = 32;
 // consolidate() asks upstream for at most this many times the bytes growth
 // asked for. Joining costs upstream traffic: each join gives chunks back and
 // asks for their total again (a host pool's memory is then unmapped, mapped
