@@ -234,6 +234,12 @@ struct alignas(64) Arena {
   std::size_t used = 0;                  // bytes in the blocks of `table`
   std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
   QuickCache quick;                      // small blocks freed on this stream, kept whole
+  // Frees not merged yet (merge_unmerged): at most kUnmerged blocks, out of
+  // `table`, still allocated-looking (index nullptr, counted in their
+  // chunk's `allocated`), so nothing merges into them or hands them out.
+  static constexpr unsigned kUnmerged = 8;
+  unsigned unmerged_count = 0;
+  Block* unmerged[kUnmerged];
   // The pool's outstanding counters (Resource::self_tally): allocations this
   // arena handed out minus those freed on its stream, and their requested
   // bytes; of those, the ones dependents took (allocate_for). Signed: a block
@@ -423,6 +429,38 @@ inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
     insert_free(a, b, idx);
     if (idx->fresh()) ++a.unrecorded;
   }
+}
+
+// Merge a's unmerged frees into idx, as a batch. A free that misses the
+// quick cache checks the block's request and takes it out of the table at
+// once (so a second free is refused as before), but its merge waits here:
+// coalescing loads the records of both physical neighbours, and with many
+// blocks live those are cache misses on the critical path of each free
+// (its branches wait for them, and everything after a mispredicted one is
+// thrown away). Here the neighbours of all the blocks are prefetched first,
+// so their misses overlap, and the free itself ends at the request check
+// (the allocation after it no longer waits behind the merge). The live
+// sweep (bench_pool_vs_malloc_core 200000 3 sweep, 5 interleaved rounds,
+// medians): 100k live 170.0 -> 142.4 ns per pair, 1k 84.9 -> 82.5 (same);
+// bench_pool_callgrind steady 100000: 567 -> 583 instructions, the same
+// 4.79 LL read misses per pair (overlapped now, not fewer). A batch of 16
+// timed the same as 8 (142 ns); 8 holds less memory back from merging.
+// Blocks that go into a fresh index count as frees not yet covered by a's
+// event, as in flush_quick. a locked.
+inline void merge_unmerged(Arena& a, FreeIndex* idx) noexcept {
+  const unsigned n = a.unmerged_count;
+  for (unsigned i = 0; i < n; ++i) {
+    __builtin_prefetch(a.unmerged[i]->prev_phys);
+    __builtin_prefetch(a.unmerged[i]->next_phys);
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    Block* const b = a.unmerged[i];
+    ChunkGuard g(b->chunk);
+    --b->chunk->allocated;
+    insert_free(a, b, idx);
+  }
+  if (idx->fresh()) a.unrecorded += n;
+  a.unmerged_count = 0;
 }
 
 // Move every fresh block of a to its settled index (a's event was just
