@@ -449,6 +449,15 @@ inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
 // memory back from merging. Prefetching at the free rather than in a first
 // pass over the batch here: steady 1000 639 -> 635 instructions, random
 // 684 -> 680, 100k 141.6 -> 139.4 ns and 1k 82.3 -> 79.7 (5 rounds).
+// Not kept (same sweep, interleaved against the version before each):
+//  - a free mark per record in a side array (a byte per record at the head
+//    of each 16 KiB record slab; coalescing read the neighbour's mark, not
+//    its record): steady 100000 LL read misses 4.79 -> 3.11 per pair, but
+//    +53 instructions (random +71) and no faster (100k 154-172 vs 157-172 ns);
+//  - a copy of the request in the table slot, so the free needs not load
+//    the block's record: as two more words per slot (32 bytes), 100k 139-148
+//    -> 149-170 ns (the larger table cost more); packed into the spare bits
+//    of the 16-byte slot, +36 instructions per pair and 100k 134.1 -> 133.1.
 // Blocks that go into a fresh index count as frees not yet covered by a's
 // event, as in flush_quick. a locked.
 inline void merge_unmerged(Arena& a, FreeIndex* idx) noexcept {
