@@ -504,7 +504,7 @@ class PoolResource final : public Resource {
       a->mutex.unlock();
       return;
     }
-    free_uncached(*a, *a, slot, b, bytes, owner, false);
+    free_unmerged(*a, slot, b, bytes, owner);
     a->mutex.unlock();
   }
 
@@ -659,9 +659,13 @@ class PoolResource final : public Resource {
   // Where arena a's frees go: fresh until its event covers them (a host pool: settled at once).
   FreeIndex* free_index(Arena& a) noexcept { return order_ != nullptr ? &a.fresh : &a.settled; }
 
-  // Empty every arena's quick cache into its free indexes. Requires the world.
+  // Empty every arena's quick cache into its free indexes, and merge its
+  // unmerged frees (merge_unmerged). Requires the world.
   void flush_all_quick() noexcept {
-    for (const auto& a : arenas_) note_emptied(flush_quick(*a, free_index(*a)));
+    for (const auto& a : arenas_) {
+      note_emptied(flush_quick(*a, free_index(*a)));
+      note_emptied(pool_detail::merge_unmerged(*a, free_index(*a)));
+    }
   }
 
   // Record a's event on its stream (alive: the caller is using it right now)
@@ -690,8 +694,28 @@ class PoolResource final : public Resource {
     // counts it then): the hot same-size pair of a stream-ordered pool never
     // records (a cuEventRecord every kRecordEvery pairs, ~185 ns on an H100
     // host, and the uncached pair that followed each record).
-    if (!rec && &holder == &a && free_cached(a, b, bytes, owner)) return;
+    if (!rec && &holder == &a) {
+      if (!free_cached(a, b, bytes, owner)) free_unmerged(a, slot, b, bytes, owner);
+      return;
+    }
     free_uncached(a, holder, slot, b, bytes, owner, rec);
+  }
+
+  // Free block b (arena a's own, at `slot` of a's table, its request
+  // checked, not taken by the quick cache): out of the table now, merged
+  // later with a batch (merge_unmerged). Only where the block could have
+  // been cached (no record due, freed on its own stream), so an unmerged
+  // block, like a cached one, needs no event until it is merged into
+  // `fresh`. a locked.
+  __attribute__((always_inline)) void free_unmerged(Arena& a, std::size_t slot, Block* b, std::size_t bytes,
+                                                    owner_t owner) noexcept {
+    a.used -= b->size;
+    pool_detail::tally(a, owner, -1, bytes);
+    a.table.erase_at(slot);
+    __builtin_prefetch(b->prev_phys);  // for the merge (merge_unmerged); nullptr at a chunk's end, harmless
+    __builtin_prefetch(b->next_phys);
+    if (a.unmerged_count == Arena::kUnmerged) note_emptied(pool_detail::merge_unmerged(a, free_index(a)));
+    a.unmerged[a.unmerged_count++] = b;
   }
 
   // Whether a free of (bytes, alignment) by owner matches block b's request.

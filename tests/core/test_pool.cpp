@@ -190,6 +190,95 @@ TEST(Pool, ALargerSizeAskedForAgainComesBackFromTheCache) {
   }
 }
 
+// A free the quick cache does not take (here: sizes above 16 KiB, none of
+// them the last larger size that missed) leaves the address table at once
+// but is merged later, in a batch (merge_unmerged, Arena::kUnmerged = 8).
+// A second free of it is refused all the same, the counters see it freed at
+// once, and the pool's figures (info() merges first) are those of merged
+// blocks.
+TEST(Pool, UnmergedFreesAreRefusedTwiceAndMergeLater) {
+  auto pool = make_pool(core::make_host_resource(), MiB);
+  const std::size_t sizes[5] = {20 * KiB, 24 * KiB, 28 * KiB, 32 * KiB, 36 * KiB};
+  std::vector<char*> p;
+  for (std::size_t s : sizes) p.push_back(static_cast<char*>(pool->allocate(s, 0, 0)));
+  for (int i = 1; i < 5; ++i) ASSERT_EQ(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(i - 1)] + sizes[i - 1]);
+  for (int i = 0; i < 4; ++i) pool->deallocate(p[static_cast<std::size_t>(i)], sizes[i], 0, 0);
+  EXPECT_EQ(pool->outstanding_count(), 1u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(fails_with(TETHER_ERROR_INVALID_ARGUMENT, [&] { pool->deallocate(p[static_cast<std::size_t>(i)], sizes[i], 0, 0); }));
+  }
+  core::PoolInfo info = core::pool_info(*pool);
+  EXPECT_EQ(info.free_bytes, MiB - 36 * KiB);
+  EXPECT_EQ(info.free_blocks, 2u);  // the four freed ones as one, and the rest of the chunk
+  // A request for the four together: the merged block, where the first was.
+  EXPECT_EQ(pool->allocate(104 * KiB, 0, 0), p[0]);
+  pool->deallocate(p[0], 104 * KiB, 0, 0);
+  pool->deallocate(p[4], 36 * KiB, 0, 0);
+  info = core::pool_info(*pool);
+  EXPECT_EQ(info.free_bytes, MiB);
+  EXPECT_EQ(info.free_blocks, 1u);
+  EXPECT_EQ(info.chunk_count, 1u);
+}
+
+// A request that fits only once unmerged frees have merged is served from
+// them, before the pool thinks of growing (the slow path merges them first).
+// And more frees than the batch holds merge too, whatever their order.
+TEST(Pool, UnmergedFreesAreMergedBeforeThePoolGrows) {
+  auto pool = make_pool(core::make_host_resource(), MiB);
+  const std::size_t sizes[4] = {192 * KiB, 240 * KiB, 280 * KiB, 312 * KiB};  // the whole chunk
+  std::vector<void*> p;
+  for (std::size_t s : sizes) p.push_back(pool->allocate(s, 0, 0));
+  for (int i = 0; i < 3; ++i) pool->deallocate(p[static_cast<std::size_t>(i)], sizes[i], 0, 0);
+  void* whole = pool->allocate(712 * KiB, 0, 0);
+  EXPECT_EQ(whole, p[0]);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, 1u);
+  pool->deallocate(whole, 712 * KiB, 0, 0);
+  pool->deallocate(p[3], 312 * KiB, 0, 0);
+
+  std::vector<std::pair<void*, std::size_t>> many;
+  for (std::size_t i = 0; i < 40; ++i) {
+    const std::size_t s = (17 + i) * KiB;  // 17 - 56 KiB, all different: none cached
+    many.emplace_back(pool->allocate(s, 0, 0), s);
+  }
+  std::mt19937 rng(7);
+  std::shuffle(many.begin(), many.end(), rng);
+  for (const auto& [q, s] : many) pool->deallocate(q, s, 0, 0);
+  const core::PoolInfo info = core::pool_info(*pool);
+  EXPECT_EQ(info.free_bytes, info.pool_size);
+  EXPECT_EQ(info.free_blocks, info.chunk_count);
+}
+
+// An unmerged free on a stream is that stream's, like a cached one: another
+// stream takes it only after waiting on the stream's event.
+TEST(PoolStreams, UnmergedFreesReachOtherStreamsOnlyAfterAnEvent) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (std::size_t i = 0; i < 12; ++i) {
+    const std::size_t s = (20 + i) * KiB;
+    void* q = pool->allocate(s, 0, 7);
+    up->allocated(q, s, 7);
+    blocks.emplace_back(q, s);
+  }
+  for (const auto& [q, s] : blocks) {
+    up->freed(q, s, 7);
+    pool->deallocate(q, s, 0, 7);
+  }
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  for (int round = 0; round < 2; ++round) {
+    void* q = pool->allocate(MiB / 2, 0, 8);
+    up->allocated(q, MiB / 2, 8);
+    void* small = pool->allocate(256, 0, 7);  // stream 7's next free records, if asked
+    up->allocated(small, 256, 7);
+    up->freed(small, 256, 7);
+    pool->deallocate(small, 256, 0, 7);
+    up->freed(q, MiB / 2, 8);
+    pool->deallocate(q, MiB / 2, 0, 8);
+  }
+  EXPECT_LE(core::pool_info(*pool).chunk_count, chunks + 1);
+  EXPECT_EQ(up->violations(), 0u);
+}
+
 // The larger-size slot holds at most QuickCache::kLargeDepth (4) blocks:
 // freeing more of that size leaves the rest to the free index, and they come
 // back from either in turn, each block once.
