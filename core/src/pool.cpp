@@ -115,60 +115,20 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 //                       1/16: median 1.301, max 1.620; 1/32 + merge: 1.301 / 1.385
 // Without merging, a thirty-second is worse (host 20,000: 1.293 / 1.519).
 //
-// The merge above happens only at a growth, and by then most chunks that
-// were wholly free for a while have been carved again, one request each
-// (a request up to 4 MiB takes a whole 3 - 8 MiB chunk when nothing smaller
-// fits). So an allocation whose best fit is a wholly free grown chunk first
-// joins all of them into one chunk (consolidate: held unchanged, the free
-// memory in one piece). bench_pool_vs_malloc_core 200000 1
-// footprint,footprint-ordered, per seed then median / max:
-//   host:            1.309 1.247 1.206 1.264 1.248 1.176 1.210 1.275, 1.248 / 1.309
-//     + joining:     1.185 1.235 1.156 1.223 1.216 1.196 1.154 1.205, 1.201 / 1.235
-//   stream-ordered:  1.191 1.219 1.191 1.307 1.217 1.242 1.209 1.228, 1.218 / 1.307
-//     + joining:     1.160 1.217 1.197 1.245 1.225 1.177 1.209 1.235, 1.213 / 1.245
-// (The figures are chaotic: a small change to placement moves single seeds
-// by 0.05 either way. On 24 seeds the mean held / peak at 20,000, 200,000
-// and 1,000,000 ops went from 1.267, 1.234, 1.182 to 1.213, 1.203, 1.162
-// (host) and from 1.271, 1.230, 1.179 to 1.202, 1.199, 1.168 (stream-
-// ordered), for 56, 103, 142 upstream allocations per three replays instead
-// of 37, 65, 88.)
-//
-// With the joining, smaller steps pay again: a step's overshoot is smaller,
-// and the chunk boundaries it adds go away once its chunk is wholly free.
-// A hundred-and-twenty-eighth, per seed then median / max (200000 ops; these
-// with joining unbounded, kJoinBudget has the bounded figures):
-//   host:            1.171 1.176 1.161 1.186 1.220 1.153 1.125 1.199, 1.174 / 1.220
-//   stream-ordered:  1.151 1.198 1.161 1.181 1.205 1.149 1.116 1.220, 1.171 / 1.220
-// and at 20,000 / 1,000,000 ops (median / max, a thirty-second first):
-//   host 1.210 / 1.334 -> 1.213 / 1.325, 1.168 / 1.227 -> 1.165 / 1.197;
-//   stream-ordered 1.215 / 1.318 -> 1.202 / 1.257, 1.185 / 1.232 -> 1.157 / 1.217;
-// a sixty-fourth was between the two (200000 ops: host 1.183 / 1.217,
-// stream-ordered 1.198 / 1.259). The price is more upstream allocations: 57,
-// 134, 247 per three replays at 20,000, 200,000, 1,000,000 ops (24 seeds)
-// instead of 56, 103, 142, and a pool that grows from 1 MiB to 8 GiB in
-// steps of its own size / 128 asks upstream about 1,150 times instead of
-// about 290 (still geometric: O(log) chunks).
-//
-// With the join budget (kJoinBudget = 1), a hundred-and-twenty-eighth, per
-// seed then median / max:
-//   host, 200,000:   1.275 1.205 1.157 1.221 1.220 1.155 1.141 1.198, 1.201 / 1.275
-//   stream-ordered:  1.151 1.200 1.178 1.207 1.230 1.148 1.125 1.205, 1.189 / 1.230
-//   20,000 ops:      host 1.182 / 1.319, stream-ordered 1.189 / 1.302
-//   1,000,000 ops:   host 1.168 / 1.222, stream-ordered 1.167 / 1.237
-// and with the budget, a thirty-second (median / max):
-//   20,000 ops:      host 1.209 / 1.396, stream-ordered 1.198 / 1.302
-//   200,000 ops:     host 1.211 / 1.296, stream-ordered 1.208 / 1.231
-// (a sixty-fourth: 1.197 / 1.319, 1.207 / 1.302; 1.201 / 1.273, 1.201 /
-// 1.228). So the step stays a thirty-second: on the GPU benchmark's figure
-// (stream-ordered, 20,000 ops) the smaller steps gain 0.009 of the median
-// and nothing of the max, for four times as many upstream allocations as
-// a pool grows (each a cuMemAlloc, or a mapping of host memory).
-//
-// What is left is placement inside the joined chunks: on this pattern a
-// simulation of the same chunks, growth and joining placed small requests
-// (below 1 MiB) address-ordered first fit and larger ones best fit reached
-// median 1.116, max 1.195 (8 seeds, 200,000 ops), best fit for all 1.170 /
-// 1.235; the TLSF index has no address order to do that in O(1).
+// Not kept: joining the wholly free grown chunks at an allocation whose best
+// fit is one of them (giving them back and asking upstream for one chunk of
+// their total, held unchanged; bounded to ask upstream for no more than
+// growth had). Held / peak live, mean of 24 seeds, stream-ordered at 20,000
+// / 200,000 ops: 1.271 / 1.230 -> 1.241 / 1.208, but the host pool's random
+// pattern (bench_pool_vs_malloc_core 1000000 3 random, interleaved) went
+// from 184 - 192 to 202 - 218 ns per pair in steady state: a join gives
+// memory back and faults it in again (on a GPU: a cuMemFree, which waits
+// for the device, at an allocation that did not need to grow). Growing by
+// 1/128 with the joining: 0.009 less on the median for four times the
+// upstream allocations. What is left is placement: a simulation of address-
+// ordered first fit for requests below 1 MiB and best fit above reached
+// median 1.116, max 1.195 (8 seeds, 200,000 ops); the TLSF index has no
+// address order to do that in O(1).
 // For scale: the pool's own placement in one contiguous 1 GiB initial chunk
 // (no chunk boundaries, no overshoot) reaches 1.186 1.185 1.242 1.079 1.170
 // 1.185 1.104 1.187 at 20,000 ops, and address-ordered first fit on a heap
@@ -184,22 +144,6 @@ constexpr std::size_t kDefaultGrowth = std::size_t{1} << 20;
 // at all: a fresh block already merges with settled neighbours).
 constexpr std::size_t kMaxGeometricGrowth = std::size_t{1} << 30;
 constexpr std::size_t kGrowthDivisor = 32;
-// consolidate() asks upstream for at most this many times the bytes growth
-// asked for. Joining costs upstream traffic: each join gives chunks back and
-// asks for their total again (a host pool's memory is then unmapped, mapped
-// and faulted in again; a device pool's goes through the driver). Without a
-// budget, joining re-asked for 2,165 MiB per three replays of 200,000 ops
-// (24 seeds; 331 MiB without joining) and bench_pool_vs_malloc_core 1000000
-// 3 random went from 178 - 185 to 336 - 398 ns per pair (host pool,
-// interleaved runs). Budget (as a multiple of the grown bytes), held / peak
-// live (mean of 24 seeds at 200,000 ops, host / stream-ordered), MiB asked
-// for again, and that benchmark's ns per pair (3 interleaved runs against
-// 178 - 185 before this change and 187 - 195 for 1/128 without joining):
-//   none:       1.221 / 1.217,   331 MiB
-//   1:          1.203 / 1.201,   592 MiB, 186 - 194
-//   3:          1.187 / 1.183, 1,135 MiB, 193 - 210
-//   unbounded:  1.182 / 1.185, 2,165 MiB, 336 - 398
-constexpr std::size_t kJoinBudget = 1;
 // How many blocks of a request's own size class are examined (best fit) before any other class.
 constexpr std::size_t kOwnClassScan = 16;
 
@@ -466,13 +410,23 @@ class PoolResource final : public Resource {
           return reinterpret_cast<void*>(b->addr);
         }
         a.quick.note_large(g);
+        // A larger request sees the frees not merged yet (merge_unmerged)
+        // merged first: the blocks they would coalesce into are what such a
+        // request fits in. Held / peak live, mean of 24 seeds, stream-ordered
+        // at 20,000 / 200,000 ops: 1.271 / 1.230 before the deferred merge,
+        // 1.301 / 1.239 with it, 1.269 / 1.226 with this. The live sweep
+        // (sizes to 64 KiB) keeps most of its gain: 100k live 159 - 178 ->
+        // 140 - 152 ns (deferring at every size: 139 - 144); the random
+        // pattern (to 4 MiB) 180 - 188 -> 183 - 192 ns, within the noise
+        // of interleaved runs (bench_pool_vs_malloc_core 1000000 3 random).
+        if (a.unmerged_count != 0) pool_detail::merge_unmerged(a, free_index(a));
       }
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
-      if (!a.quick.empty()) note_emptied(flush_quick(a, free_index(a)));
+      if (!a.quick.empty()) flush_quick(a, free_index(a));
       FreeIndex* idx;
       Block* b = pool_detail::pick_own(a, need, kOwnClassScan, idx);
-      if (b != nullptr && !may_consolidate(b)) return pool_detail::take(a, b, idx, n, bytes, alignment, owner);  // the fast path
+      if (b != nullptr) return pool_detail::take(a, b, idx, n, bytes, alignment, owner);  // the fast path
     }
     return allocate_slow(a, n, need, bytes, alignment, owner);
   }
@@ -663,8 +617,8 @@ class PoolResource final : public Resource {
   // unmerged frees (merge_unmerged). Requires the world.
   void flush_all_quick() noexcept {
     for (const auto& a : arenas_) {
-      note_emptied(flush_quick(*a, free_index(*a)));
-      note_emptied(pool_detail::merge_unmerged(*a, free_index(*a)));
+      flush_quick(*a, free_index(*a));
+      pool_detail::merge_unmerged(*a, free_index(*a));
     }
   }
 
@@ -714,7 +668,7 @@ class PoolResource final : public Resource {
     a.table.erase_at(slot);
     __builtin_prefetch(b->prev_phys);  // for the merge (merge_unmerged); nullptr at a chunk's end, harmless
     __builtin_prefetch(b->next_phys);
-    if (a.unmerged_count == Arena::kUnmerged) note_emptied(pool_detail::merge_unmerged(a, free_index(a)));
+    if (a.unmerged_count == Arena::kUnmerged) pool_detail::merge_unmerged(a, free_index(a));
     a.unmerged[a.unmerged_count++] = b;
   }
 
@@ -752,7 +706,7 @@ class PoolResource final : public Resource {
     holder.table.erase_at(slot);
     {
       ChunkGuard g(b->chunk);
-      if (__builtin_expect(--b->chunk->allocated == 0, 0)) chunk_emptied(*b->chunk);
+      --b->chunk->allocated;
       insert_free(a, b, order_ != nullptr ? &a.fresh : &a.settled);
     }
     if (rec) {
@@ -908,7 +862,6 @@ class PoolResource final : public Resource {
     // 0. Our own blocks again (another thread on our stream may have freed
     //    some), with every quick cache flushed, so free neighbours coalesce.
     flush_all_quick();
-    if (void* p = consolidate(world, a, r)) return p;
     if (void* p = take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, kOwnClassScan)) return p;
     if (void* p = take_untouched(a, r)) return p;
     Waits waits(order_);
@@ -917,84 +870,12 @@ class PoolResource final : public Resource {
     // 3. Grow (merging the wholly free chunks into the new one).
     std::string upstream_error;
     const std::size_t chunk = growth_for(r.need, merge_free_chunks(world, a));
-    const std::size_t earned = chunk > SIZE_MAX / kJoinBudget ? SIZE_MAX : chunk * kJoinBudget;
-    join_budget_ = earned > SIZE_MAX - join_budget_ ? SIZE_MAX : join_budget_ + earned;
     if (chunk != 0) {
       if (void* p = grow(world, a, chunk, r.n, r.bytes, r.alignment, r.owner, upstream_error)) return p;
     }
     if (void* p = take_everything(a, r, waits)) return p;
     if (void* p = release_and_grow(world, a, r, chunk, upstream_error)) return p;
     throw OutOfMemory(exhausted(r.bytes, r.alignment, upstream_error));
-  }
-
-  // 0. The best fit for the request is a wholly free grown chunk, and
-  //    another grown chunk became wholly free since the last look: give all
-  //    of them back and carve the request from one chunk of their total
-  //    size (merge_free_chunks' rules: settled chunks only, a's own fresh
-  //    blocks settled first). Held memory stays the same, but the free
-  //    memory is one piece instead of several that each end at a chunk
-  //    boundary (kGrowthDivisor's comment has the numbers). Only while the
-  //    join budget lasts: what growth asked upstream for, times kJoinBudget,
-  //    less what joins asked for. nullptr, having changed nothing but the
-  //    look's mark, if that does not apply. Requires the world.
-  //    Cold, like take_everything, release_and_grow and join_slabs: GCC
-  //    inlines nothing into a cold function, and this file is at GCC's
-  //    inline-unit-growth limit. With this step added and none of them
-  //    cold, the fast paths stopped inlining take, carve, FreeIndex::remove
-  //    and tally (bench_pool_callgrind random 647.8 -> 676.3 instructions
-  //    per pair; with the four cold, 661.9).
-  __attribute__((cold)) void* consolidate(World& world, Arena& a, const Request& r) {
-    const Block* b = best_own(a, r.need);
-    if (b == nullptr || !may_consolidate(b)) return nullptr;
-    consolidated_at_.store(emptied_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    // Counted before a records (merge_free_chunks does that), so that a
-    // look that finds nothing to merge records nothing either.
-    std::size_t free_chunks = 0, free_bytes = 0;
-    for (Chunk* c = chunks_; c != nullptr; c = c->next) {
-      if (c->allocated == 0 && settled_once_recorded(*c, a)) {
-        ++free_chunks;
-        free_bytes += c->size;
-      }
-    }
-    if (free_chunks < 2 || free_bytes > join_budget_) return nullptr;
-    const std::size_t merged = merge_free_chunks(world, a);
-    if (merged == 0) return nullptr;
-    join_budget_ -= std::min(join_budget_, merged);
-    // (Another thread may have grown while the world was unlocked.)
-    if (limited_ && (pool_size_ + pending_ > maximum_ || merged > maximum_ - pool_size_ - pending_)) return nullptr;
-    std::string upstream_error;  // (out of memory: the steps after this one go on)
-    return grow(world, a, merged, r.n, r.bytes, r.alignment, r.owner, upstream_error);
-  }
-
-  // pick_own() out of line (it is inlined into the fast path already, and
-  // GCC's inline-unit-growth limit is near for this file).
-  __attribute__((noinline)) static const Block* best_own(Arena& a, std::size_t need) noexcept {
-    FreeIndex* idx;
-    return pool_detail::pick_own(a, need, kOwnClassScan, idx);
-  }
-
-  // Whether free block b, the best fit for a request, is a whole grown
-  // chunk that consolidate() should look at first: some grown chunk became
-  // wholly free since it last looked. A whole chunk is rarely the best fit
-  // (only when no smaller free block fits), so the fast path pays two
-  // loads of b's own record and a branch. a locked.
-  __attribute__((always_inline)) bool may_consolidate(const Block* b) const noexcept {
-    return __builtin_expect(b->prev_phys == nullptr && b->next_phys == nullptr, 0) && whole_chunk_may_consolidate(b);
-  }
-  __attribute__((noinline, cold)) bool whole_chunk_may_consolidate(const Block* b) const noexcept {
-    return b->chunk->extent->grown &&
-           emptied_.load(std::memory_order_relaxed) != consolidated_at_.load(std::memory_order_relaxed);
-  }
-
-  // Chunk c became wholly free (a free). Out of line: the free path then inlines as before.
-  __attribute__((noinline, cold)) void chunk_emptied(const Chunk& c) noexcept {
-    if (c.extent->grown) note_emptied(1);
-  }
-
-  // Count k grown chunks that became wholly free (by a free or a flush of a
-  // quick cache). Their chunk lock or a's lock held.
-  void note_emptied(std::size_t k) noexcept {
-    if (k != 0) emptied_.fetch_add(k, std::memory_order_relaxed);
   }
 
   // 1. Memory no stream has used (untouched_: each block there is the one
@@ -1187,13 +1068,6 @@ class PoolResource final : public Resource {
       if (b->index->fresh()) return false;
     return true;
   }
-  // grown_and_settled(c) once arena a has recorded its event (a's own fresh blocks settle then).
-  static bool settled_once_recorded(const Chunk& c, const Arena& a) noexcept {
-    if (!c.extent->grown) return false;
-    for (const Block* b = c.first; b != nullptr; b = b->next_phys)
-      if (b->index->fresh() && b->index->owner() != &a) return false;
-    return true;
-  }
   void detach_free_chunks(Arena& a, std::vector<Release>& out, std::exception_ptr& error,
                           bool (*may_go)(const Chunk&) noexcept) {
     out.reserve(chunk_count_);
@@ -1266,11 +1140,6 @@ class PoolResource final : public Resource {
   std::size_t pending_ = 0;      // bytes being requested from upstream right now
   std::size_t chunk_count_ = 0;
   Chunk* chunks_ = nullptr;
-  // Grown chunks that became wholly free, ever; its value when consolidate()
-  // last looked. Written and read under any arena's lock, hence atomic.
-  std::atomic<std::uint64_t> emptied_{0};
-  std::size_t join_budget_ = 0;  // bytes consolidate() may still ask upstream for (kJoinBudget)
-  std::atomic<std::uint64_t> consolidated_at_{0};
   std::vector<std::unique_ptr<Arena>> arenas_;  // never removed
   std::atomic<Arena*> listed_{nullptr};         // the same arenas, newest first (Arena::next_listed)
   std::unordered_map<stream_t, Arena*> by_stream_;

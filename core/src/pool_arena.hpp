@@ -430,18 +430,15 @@ inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t byt
 // Put every block of a's quick cache into idx (coalescing with free
 // neighbours), out of a's table. Blocks that go into a fresh index count as
 // frees not yet covered by a's event (free_block does not count them while
-// they are cached). Returns how many grown chunks became wholly free (the
-// pool counts them: pool.cpp, consolidate). a locked.
-inline std::size_t flush_quick(Arena& a, FreeIndex* idx) noexcept {
-  std::size_t emptied = 0;
+// they are cached). a locked.
+inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
   while (Block* b = a.quick.pop_any()) {
     a.table.erase_at(a.table.find(b->addr));  // there: a cached block stays in its arena's table
     ChunkGuard g(b->chunk);
-    if (--b->chunk->allocated == 0 && b->chunk->extent->grown) ++emptied;
+    --b->chunk->allocated;
     insert_free(a, b, idx);
     if (idx->fresh()) ++a.unrecorded;
   }
-  return emptied;
 }
 
 // Merge a's unmerged frees into idx, as a batch. A free that misses the
@@ -472,20 +469,17 @@ inline std::size_t flush_quick(Arena& a, FreeIndex* idx) noexcept {
 //    -> 149-170 ns (the larger table cost more); packed into the spare bits
 //    of the 16-byte slot, +36 instructions per pair and 100k 134.1 -> 133.1.
 // Blocks that go into a fresh index count as frees not yet covered by a's
-// event, as in flush_quick. Returns how many grown chunks became wholly
-// free, as flush_quick does. a locked.
-inline std::size_t merge_unmerged(Arena& a, FreeIndex* idx) noexcept {
+// event, as in flush_quick. a locked.
+inline void merge_unmerged(Arena& a, FreeIndex* idx) noexcept {
   const unsigned n = a.unmerged_count;
-  std::size_t emptied = 0;
   for (unsigned i = 0; i < n; ++i) {
     Block* const b = a.unmerged[i];
     ChunkGuard g(b->chunk);
-    if (--b->chunk->allocated == 0 && b->chunk->extent->grown) ++emptied;
+    --b->chunk->allocated;
     insert_free(a, b, idx);
   }
   if (idx->fresh()) a.unrecorded += n;
   a.unmerged_count = 0;
-  return emptied;
 }
 
 // Move every fresh block of a to its settled index (a's event was just
