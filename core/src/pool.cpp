@@ -424,9 +424,7 @@ class PoolResource final : public Resource {
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
       if (!a.quick.empty()) flush_quick(a, free_index(a));
-      FreeIndex* idx;
-      Block* b = pool_detail::pick_own(a, need, kOwnClassScan, idx);
-      if (b != nullptr) return pool_detail::take(a, b, idx, n, bytes, alignment, owner);  // the fast path
+      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;  // the fast path
     }
     return allocate_slow(a, n, need, bytes, alignment, owner);
   }
@@ -936,7 +934,7 @@ class PoolResource final : public Resource {
   //    stream's free memory a's (waiting on each one's event, or once on the
   //    whole device if some frees are not covered yet), so it coalesces; look
   //    again, at every block. Requires the world.
-  __attribute__((cold)) void* take_everything(Arena& a, const Request& r, Waits& waits) {
+  void* take_everything(Arena& a, const Request& r, Waits& waits) {
     eager_ = true;
     flush_all_quick();  // the world was unlocked while growing
     if (order_ != nullptr) {
@@ -974,7 +972,7 @@ class PoolResource final : public Resource {
 
   // 5. Give wholly free chunks back and ask upstream for exactly what is
   //    needed (`tried`: the chunk size step 3 asked for). Requires the world.
-  __attribute__((cold)) void* release_and_grow(World& world, Arena& a, const Request& r, std::size_t tried, std::string& upstream_error) {
+  void* release_and_grow(World& world, Arena& a, const Request& r, std::size_t tried, std::string& upstream_error) {
     std::vector<Release> released;
     std::exception_ptr error;
     flush_all_quick();
@@ -1015,7 +1013,7 @@ class PoolResource final : public Resource {
   // merging the free blocks that meet at the seams (all of them are in a's
   // indexes: take_everything moved them). Requires the world, which also
   // keeps every chunk lock free (they are taken only under an arena mutex).
-  __attribute__((cold)) void join_slabs(Arena& a) noexcept {
+  void join_slabs(Arena& a) noexcept {
     std::vector<Chunk*> sliced;
     try {
       for (Chunk* c = chunks_; c != nullptr; c = c->next)
