@@ -664,8 +664,15 @@ class PoolResource final : public Resource {
     a.used -= b->size;
     pool_detail::tally(a, owner, -1, bytes);
     a.table.erase_at(slot);
-    __builtin_prefetch(b->prev_phys);  // for the merge (merge_unmerged); nullptr at a chunk's end, harmless
-    __builtin_prefetch(b->next_phys);
+    {
+      // For the merge (merge_unmerged); nullptr at a chunk's end, harmless.
+      // The links are read under the chunk lock (none in a host pool): a
+      // neighbour's merge in another stream's arena rewrites them
+      // (ThreadSanitizer reported the race in the pool replay test).
+      ChunkGuard g(b->chunk);
+      __builtin_prefetch(b->prev_phys);
+      __builtin_prefetch(b->next_phys);
+    }
     if (a.unmerged_count == Arena::kUnmerged) pool_detail::merge_unmerged(a, free_index(a));
     a.unmerged[a.unmerged_count++] = b;
   }
