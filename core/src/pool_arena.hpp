@@ -345,6 +345,16 @@ inline void insert_free(Arena& a, Block* b, FreeIndex* idx) noexcept {
   idx->insert(b);
 }
 
+// Give back block b, which a handed out (out of every table, still counted
+// in its chunk's `allocated`): into idx, merged with its free neighbours.
+// The one way a freed block becomes free memory (a free, a flush of the
+// quick cache, a batch of unmerged frees). a locked.
+inline void release_block(Arena& a, Block* b, FreeIndex* idx) noexcept {
+  ChunkGuard g(b->chunk);
+  --b->chunk->allocated;
+  insert_free(a, b, idx);
+}
+
 // Put the upper piece r of a block being handed out (just split off, not
 // indexed) into idx. Its lower neighbour is that block, allocated, so only
 // the upper one may join. Chunk lock held.
@@ -434,9 +444,7 @@ inline void* take_own(Arena& a, std::size_t n, std::size_t need, std::size_t byt
 inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
   while (Block* b = a.quick.pop_any()) {
     a.table.erase_at(a.table.find(b->addr));  // there: a cached block stays in its arena's table
-    ChunkGuard g(b->chunk);
-    --b->chunk->allocated;
-    insert_free(a, b, idx);
+    release_block(a, b, idx);
     if (idx->fresh()) ++a.unrecorded;
   }
 }
@@ -472,12 +480,7 @@ inline void flush_quick(Arena& a, FreeIndex* idx) noexcept {
 // event, as in flush_quick. a locked.
 inline void merge_unmerged(Arena& a, FreeIndex* idx) noexcept {
   const unsigned n = a.unmerged_count;
-  for (unsigned i = 0; i < n; ++i) {
-    Block* const b = a.unmerged[i];
-    ChunkGuard g(b->chunk);
-    --b->chunk->allocated;
-    insert_free(a, b, idx);
-  }
+  for (unsigned i = 0; i < n; ++i) release_block(a, a.unmerged[i], idx);
   if (idx->fresh()) a.unrecorded += n;
   a.unmerged_count = 0;
 }
