@@ -395,13 +395,26 @@ class PoolResource final : public Resource {
   __attribute__((noinline)) void* allocate_uncached(Arena& a, std::size_t bytes, std::size_t alignment,
                                                     owner_t owner) {
     const std::size_t n = round_up(bytes, kGranule);
-    std::size_t need;
+    // Blocks start on granule boundaries; a larger alignment is found by
+    // searching for enough extra to carve off a leading piece. (Worked out
+    // here, past the cache's hits, which do not need it.)
+    const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
     {
       std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
-      // Blocks start on granule boundaries; a larger alignment is found by
-      // searching for enough extra to carve off a leading piece. (Worked out
-      // here, past the cache's hits, which do not need it.)
-      need = alignment > kGranule ? n + (alignment - kGranule) : n;
+      if (void* p = allocate_own(a, n, need, bytes, alignment, owner)) return p;  // the fast path
+    }
+    return allocate_slow(a, n, need, bytes, alignment, owner);
+  }
+
+  // allocate_uncached's steps that need arena a alone (its lock, held, and
+  // the spin locks of its chunks, which no holder keeps across anything but
+  // a split or merge): the larger blocks' cache slot, then a's own free
+  // blocks. nullptr if they have none that fits; throws std::bad_alloc
+  // (records) with no block taken. Also the quick path's (try_allocate_quick):
+  // nothing here grows, records or waits for an event, or calls upstream.
+  __attribute__((always_inline)) void* allocate_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes,
+                                                    std::size_t alignment, owner_t owner) {
+    {
       // A larger size has its own slot in the cache (QuickCache, "Larger blocks").
       const std::size_t g = n >> pool_detail::kGranuleShift;
       if (g > QuickCache::kMaxGranules && alignment <= kGranule) {
@@ -427,9 +440,60 @@ class PoolResource final : public Resource {
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
       if (!a.quick.empty()) flush_quick(a, free_index(a));
-      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;  // the fast path
+      return take_own(a, n, need, bytes, alignment, owner, kOwnClassScan);
     }
-    return allocate_slow(a, n, need, bytes, alignment, owner);
+  }
+
+  // The quick path (Resource::try_allocate_quick): do_allocate_for's fast
+  // path and allocate_own(), refusing (nullptr) where they would go on: no
+  // arena at hand (finding one takes world_, which the slow paths hold across
+  // device synchronisations), its lock taken (try_lock, never a wait), no
+  // own block that fits (the slow path would take other streams' memory,
+  // record events or grow).
+  void* do_try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept override {
+    Arena* a = arena_at_hand(stream);
+    if (a == nullptr || !a->mutex.try_lock()) return nullptr;
+    if (Block* b = allocate_cached(*a, bytes, alignment, kCaller)) {
+      a->mutex.unlock();
+      return reinterpret_cast<void*>(b->addr);
+    }
+    return allocate_uncached_quick(*a, bytes, alignment);
+  }
+
+  // allocate_uncached() without the slow path; a locked on entry, unlocked on return.
+  __attribute__((noinline)) void* allocate_uncached_quick(Arena& a, std::size_t bytes, std::size_t alignment) noexcept {
+    std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
+    const std::size_t n = round_up(bytes, kGranule);
+    const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
+    try {
+      return allocate_own(a, n, need, bytes, alignment, kCaller);
+    } catch (...) {
+      return nullptr;  // no record to carve with (bad_alloc): nothing taken
+    }
+  }
+
+  // The quick free: do_deallocate_for's fast path where it needs arena a
+  // alone - the block in the table of the arena at hand (freed on the stream
+  // it was allocated on), its request matching, no event due - into the
+  // quick cache or the batch of unmerged frees (free_cached, free_unmerged:
+  // neither needs an event, see free_block). Refused (false, nothing
+  // changed): no arena at hand, its lock taken, a block of another arena
+  // (free_elsewhere takes the world), a mismatch or a second free (the
+  // normal path reports them), a record due (a CUDA call).
+  bool do_try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment,
+                               stream_t stream) noexcept override {
+    Arena* a = arena_at_hand(stream);
+    if (a == nullptr || !a->mutex.try_lock()) return false;
+    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::size_t slot = a->table.find(addr);
+    Block* b = slot != BlockTable::npos ? a->table.at(slot) : nullptr;
+    if (b == nullptr || !request_matches(*b, bytes, alignment, kCaller) || must_record(*a)) {
+      a->mutex.unlock();
+      return false;
+    }
+    if (!free_cached(*a, b, bytes, kCaller)) free_unmerged(*a, slot, b, bytes, kCaller);
+    a->mutex.unlock();
+    return true;
   }
 
   // As in do_allocate_for, an arena not at hand or a lock taken go out of
