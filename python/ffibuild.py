@@ -68,12 +68,17 @@ def make_ffi(include_dir: str | Path) -> tuple[cffi.FFI, str]:
 # cffi has no per-function switch for this, so the set_source preamble
 # redefines the two macros, which cffi's generated wrappers use only around
 # the C call: a wrapper whose __func__ begins with "_cffi_f__tether_py_gil_"
-# keeps the GIL (the comparison of two constant strings folds at compile time).
+# keeps the GIL. The test is written character by character (sizeof and
+# constant indexes into __func__ fold at compile time): GCC did not fold
+# __builtin_strncmp(__func__, ...) and called strncmp in every wrapper, about
+# 35 instructions per call of every function.
 _GIL_PREFIX = "_cffi_f__tether_py_gil_"
+_KEEPS = " && ".join([f"sizeof(__func__) > {len(_GIL_PREFIX)}"] +
+                     [f"__func__[{i}] == '{c}'" for i, c in enumerate(_GIL_PREFIX)])
 KEEP_GIL = f"""
 #undef Py_BEGIN_ALLOW_THREADS
 #undef Py_END_ALLOW_THREADS
-#define TETHER_PY_KEEPS_GIL (__builtin_strncmp(__func__, "{_GIL_PREFIX}", {len(_GIL_PREFIX)}) == 0)
+#define TETHER_PY_KEEPS_GIL ({_KEEPS})
 #define Py_BEGIN_ALLOW_THREADS {{ PyThreadState* _save = TETHER_PY_KEEPS_GIL ? NULL : PyEval_SaveThread();
 #define Py_END_ALLOW_THREADS if (_save != NULL) PyEval_RestoreThread(_save); }}
 """

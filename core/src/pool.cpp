@@ -176,6 +176,12 @@ struct ArenaCacheEntry {
 // The arenas this thread used last, by (pool serial, stream).
 thread_local ArenaCacheEntry t_arena_cache[8];
 
+// The quick path's mode (PoolResource::do_try_allocate_quick): set while it
+// runs the fast path, whose steps that could wait then refuse instead, and
+// say so in t_quick_refused (frees; an allocation returns nullptr).
+thread_local bool t_quick = false;
+thread_local bool t_quick_refused = false;
+
 using pool_detail::Arena;
 using pool_detail::ChunkGuard;
 using pool_detail::kRecordEvery;
@@ -384,6 +390,7 @@ class PoolResource final : public Resource {
   // arena, wait for its lock, then the same steps.
   __attribute__((noinline)) void* allocate_locking(owner_t owner, std::size_t bytes, std::size_t alignment,
                                                    stream_t stream) {
+    if (t_quick) return nullptr;  // the quick path: no lookup (world_), no waiting for the lock
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     Arena& a = arena_for(stream);
     a.mutex.lock();
@@ -395,26 +402,13 @@ class PoolResource final : public Resource {
   __attribute__((noinline)) void* allocate_uncached(Arena& a, std::size_t bytes, std::size_t alignment,
                                                     owner_t owner) {
     const std::size_t n = round_up(bytes, kGranule);
-    // Blocks start on granule boundaries; a larger alignment is found by
-    // searching for enough extra to carve off a leading piece. (Worked out
-    // here, past the cache's hits, which do not need it.)
-    const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
+    std::size_t need;
     {
       std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
-      if (void* p = allocate_own(a, n, need, bytes, alignment, owner)) return p;  // the fast path
-    }
-    return allocate_slow(a, n, need, bytes, alignment, owner);
-  }
-
-  // allocate_uncached's steps that need arena a alone (its lock, held, and
-  // the spin locks of its chunks, which no holder keeps across anything but
-  // a split or merge): the larger blocks' cache slot, then a's own free
-  // blocks. nullptr if they have none that fits; throws std::bad_alloc
-  // (records) with no block taken. Also the quick path's (try_allocate_quick):
-  // nothing here grows, records or waits for an event, or calls upstream.
-  __attribute__((always_inline)) void* allocate_own(Arena& a, std::size_t n, std::size_t need, std::size_t bytes,
-                                                    std::size_t alignment, owner_t owner) {
-    {
+      // Blocks start on granule boundaries; a larger alignment is found by
+      // searching for enough extra to carve off a leading piece. (Worked out
+      // here, past the cache's hits, which do not need it.)
+      need = alignment > kGranule ? n + (alignment - kGranule) : n;
       // A larger size has its own slot in the cache (QuickCache, "Larger blocks").
       const std::size_t g = n >> pool_detail::kGranuleShift;
       if (g > QuickCache::kMaxGranules && alignment <= kGranule) {
@@ -440,60 +434,53 @@ class PoolResource final : public Resource {
       // Otherwise the cache is flushed first: a request of another size then
       // sees the cached blocks coalesced, as if they had never been cached.
       if (!a.quick.empty()) flush_quick(a, free_index(a));
-      return take_own(a, n, need, bytes, alignment, owner, kOwnClassScan);
+      if (void* p = take_own(a, n, need, bytes, alignment, owner, kOwnClassScan)) return p;  // the fast path
     }
+    return allocate_slow(a, n, need, bytes, alignment, owner);
   }
 
-  // The quick path (Resource::try_allocate_quick): do_allocate_for's fast
-  // path and allocate_own(), refusing (nullptr) where they would go on: no
-  // arena at hand (finding one takes world_, which the slow paths hold across
-  // device synchronisations), its lock taken (try_lock, never a wait), no
-  // own block that fits (the slow path would take other streams' memory,
-  // record events or grow).
+  // The quick path (Resource::try_allocate_quick and try_deallocate_quick)
+  // is the fast path itself, run with t_quick set: each step that could
+  // wait, record or query an event, or call upstream refuses instead -
+  // an arena not at hand (finding one takes world_, which the slow paths
+  // hold across device synchronisations) or its lock taken (try_lock
+  // failed: allocate_locking, deallocate_locking), no block of the arena's
+  // own that fits (allocate_slow), a free of another
+  // arena's block (free_elsewhere takes the world), a record due
+  // (free_uncached_locked), a rejected free (reject_free_locked's exception,
+  // caught here: nothing changed; the normal path reports it). What runs
+  // under the arena lock besides is the quick cache, the arena's own free
+  // indexes and its unmerged frees, under the spin locks of its chunks,
+  // which no holder keeps across anything but a split or a merge.
+  // (Written as a mode, not as functions of their own: those inlined the
+  // fast path's helpers a second time, and GCC, out of its inline budget
+  // for this file, then outlined merge_unmerged, insert_free and the index
+  // and table operations from the normal paths: bench_pool_callgrind
+  // random +44 instructions per pair. As a mode: +7 on the pairs that miss
+  // the quick cache, tally no longer inlined into the free, hot256 -2.)
   void* do_try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept override {
-    Arena* a = arena_at_hand(stream);
-    if (a == nullptr || !a->mutex.try_lock()) return nullptr;
-    if (Block* b = allocate_cached(*a, bytes, alignment, kCaller)) {
-      a->mutex.unlock();
-      return reinterpret_cast<void*>(b->addr);
-    }
-    return allocate_uncached_quick(*a, bytes, alignment);
-  }
-
-  // allocate_uncached() without the slow path; a locked on entry, unlocked on return.
-  __attribute__((noinline)) void* allocate_uncached_quick(Arena& a, std::size_t bytes, std::size_t alignment) noexcept {
-    std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
-    const std::size_t n = round_up(bytes, kGranule);
-    const std::size_t need = alignment > kGranule ? n + (alignment - kGranule) : n;
+    void* p = nullptr;
+    t_quick = true;
     try {
-      return allocate_own(a, n, need, bytes, alignment, kCaller);
+      p = do_allocate_for(kCaller, bytes, alignment, stream);
     } catch (...) {
-      return nullptr;  // no record to carve with (bad_alloc): nothing taken
+      // No record to carve with (bad_alloc): nothing taken.
     }
+    t_quick = false;
+    return p;
   }
 
-  // The quick free: do_deallocate_for's fast path where it needs arena a
-  // alone - the block in the table of the arena at hand (freed on the stream
-  // it was allocated on), its request matching, no event due - into the
-  // quick cache or the batch of unmerged frees (free_cached, free_unmerged:
-  // neither needs an event, see free_block). Refused (false, nothing
-  // changed): no arena at hand, its lock taken, a block of another arena
-  // (free_elsewhere takes the world), a mismatch or a second free (the
-  // normal path reports them), a record due (a CUDA call).
   bool do_try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment,
                                stream_t stream) noexcept override {
-    Arena* a = arena_at_hand(stream);
-    if (a == nullptr || !a->mutex.try_lock()) return false;
-    const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-    const std::size_t slot = a->table.find(addr);
-    Block* b = slot != BlockTable::npos ? a->table.at(slot) : nullptr;
-    if (b == nullptr || !request_matches(*b, bytes, alignment, kCaller) || must_record(*a)) {
-      a->mutex.unlock();
-      return false;
+    t_quick = true;
+    t_quick_refused = false;
+    try {
+      do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+    } catch (...) {
+      t_quick_refused = true;  // rejected (reject_free_locked): nothing changed
     }
-    if (!free_cached(*a, b, bytes, kCaller)) free_unmerged(*a, slot, b, bytes, kCaller);
-    a->mutex.unlock();
-    return true;
+    t_quick = false;
+    return !t_quick_refused;
   }
 
   // As in do_allocate_for, an arena not at hand or a lock taken go out of
@@ -537,6 +524,11 @@ class PoolResource final : public Resource {
   }
   __attribute__((noinline)) void free_uncached_locked(Arena& a, std::size_t slot, Block* b, std::size_t bytes,
                                                       owner_t owner, bool rec) {
+    if (t_quick) {  // the quick path: a record is due (a CUDA call)
+      a.mutex.unlock();
+      t_quick_refused = true;
+      return;
+    }
     std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
     free_uncached(a, a, slot, b, bytes, owner, rec);
   }
@@ -544,6 +536,10 @@ class PoolResource final : public Resource {
   // do_deallocate_for when no arena is at hand or its lock is taken.
   __attribute__((noinline)) void deallocate_locking(owner_t owner, void* ptr, std::size_t bytes,
                                                     std::size_t alignment, stream_t stream) {
+    if (t_quick) {  // the quick path: no lookup (world_), no waiting for the lock
+      t_quick_refused = true;
+      return;
+    }
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     Arena& a = arena_for(stream);
@@ -559,6 +555,10 @@ class PoolResource final : public Resource {
   // Out of line: the fast path above then saves fewer registers.
   __attribute__((noinline)) void free_elsewhere(Arena& a, std::uintptr_t addr, std::size_t bytes,
                                                 std::size_t alignment, owner_t owner) {
+    if (t_quick) {  // the quick path: another arena's block (or not ours) needs the world
+      t_quick_refused = true;
+      return;
+    }
     World world(*this);
     for (const auto& holder : arenas_) {
       const std::size_t slot = holder->table.find(addr);
@@ -925,6 +925,7 @@ class PoolResource final : public Resource {
   // below, in order, until one succeeds. Requires nothing locked.
   void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
                       owner_t owner) {
+    if (t_quick) return nullptr;  // the quick path: every step below may wait, record events or grow
     const Request r{n, need, bytes, alignment, owner};
     World world(*this);
     // 0. Our own blocks again (another thread on our stream may have freed
