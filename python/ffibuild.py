@@ -62,8 +62,10 @@ def make_ffi(include_dir: str | Path) -> tuple[cffi.FFI, str]:
 # (PyEval_SaveThread) and makes the usual call, as cffi would have. Kept this
 # way: tether.Buffer(n, resource=...) creation and its release (close(),
 # __del__), Resource.allocate/deallocate (a pool's quick cache or own free
-# blocks, on the calling thread's arena); see docs/python/threads.rst for what
-# it gained.
+# blocks, on the calling thread's arena); docs/python_api.rst ("Threads and
+# the GIL") has what it gained: callgrind on bench_buffer.py, instructions per
+# 256 B pair, Buffer + close() 9720 -> 8799, + del 9221 -> 8258, raw
+# allocate/deallocate 6674 -> 6055.
 #
 # cffi has no per-function switch for this, so the set_source preamble
 # redefines the two macros, which cffi's generated wrappers use only around
