@@ -6,8 +6,10 @@
 #include <mutex>
 #include <vector>
 
+#include "entered.hpp"
 #include "internal.hpp"
 #include "tether_core/cuda.hpp"
+#include "tether_internal.h"
 #include "tether_core/process.hpp"
 
 namespace tether::capi {
@@ -38,6 +40,34 @@ struct BufferObject : Object {
     } else {
       core->deallocate_after(p, n, 0, stream, uses.data(), uses.size());
     }
+  }
+
+  // The quick release's teardown (tether_internal_buffer_release_quick), on
+  // an object nobody else can reach any more (its handle dead, no borrower):
+  // give the memory back through the resource's quick path, and drop the
+  // buffer's reference to the resource's handle unless it is the last. True
+  // if all of it was done; else what was done is recorded (ptr, core,
+  // resource cleared) and the destructor, run without the GIL, does the rest.
+  // Refused outright: recorded streams (deallocate_after records events),
+  // IPC exports (their events are destroyed with them), pins (each holds a
+  // reference, so a pinned buffer never gets here; checked all the same),
+  // device memory at exit (the destructor leaks it).
+  bool take_down_quick() noexcept {
+    if (pins != 0 || exported || !exports.empty() || !uses.empty()) return false;
+    if (props.device_accessible && core::process_is_exiting()) return false;
+    if (ptr != nullptr) {
+      if (!core->try_deallocate_quick(ptr, size, 0, stream)) return false;
+      ptr = nullptr;
+      size = 0;
+    }
+    // Not the core's last reference: the resource's handle, which this
+    // buffer still holds, keeps its object and that object's `core`.
+    core.reset();
+    if (registry::drop_quick(reinterpret_cast<std::uintptr_t>(resource), ObjectType::Resource, false) !=
+        registry::QuickDrop::Dropped)
+      return false;  // the last reference: the release may destroy the resource
+    resource = nullptr;
+    return true;
   }
 
   ~BufferObject() override {
@@ -180,6 +210,109 @@ TETHER_API tether_status_t tether_buffer_create(tether_resource_t* resource, int
     }
     *out = make_buffer(resource, size, stream);
   });
+}
+
+// ---- the quick paths (tether_internal.h) ------------------------------------
+//
+// Why nothing below can wait for a thread that waits for Python's GIL:
+//  - the fork gate is registry::try_enter()'s, which steps back (refuses)
+//    while a fork is being prepared instead of waiting for it;
+//  - the handle checks and reference counts are single atomic operations;
+//    the only lock is the registry's free-list mutex (registry::try_create,
+//    dispose_dead), a leaf lock: its holders call nothing but operator new
+//    (nothrow) under it (handles.cpp, create());
+//  - the memory comes from and goes back to Resource::try_allocate_quick()/
+//    try_deallocate_quick() (resource.hpp): try-locks, no CUDA call, no
+//    upstream call, no callback;
+//  - no resource is destroyed: the buffer's reference to its resource's
+//    handle is dropped only if it is not the last (registry::drop_quick);
+//  - a buffer is destroyed here only once no other thread borrows its handle
+//    (a borrower may be inside a call that waits on the device or calls back
+//    into Python); else, and for anything else the public call would need,
+//    the caller is told to finish without the GIL (TETHER_QUICK_FINISH) or
+//    to make the public call (TETHER_QUICK_REFUSED).
+
+TETHER_API int tether_internal_buffer_create_quick(tether_resource_t* resource, size_t size,
+                                                   tether_stream_t stream, void** out) {
+  if (resource == nullptr || size == 0 || out == nullptr) return TETHER_QUICK_REFUSED;
+  registry::Entered e;
+  if (!registry::try_enter(reinterpret_cast<std::uintptr_t>(resource), ObjectType::Resource, e))
+    return TETHER_QUICK_REFUSED;
+  auto* r = static_cast<ResourceObject*>(e.object);
+  auto* b = new (std::nothrow) BufferObject;
+  if (b == nullptr) {
+    registry::leave(e);
+    return TETHER_QUICK_REFUSED;
+  }
+  b->ptr = r->core->try_allocate_quick(size, 0, stream);
+  if (b->ptr == nullptr) {
+    delete b;  // holds nothing
+    registry::leave(e);
+    return TETHER_QUICK_REFUSED;
+  }
+  b->size = size;
+  b->stream = stream;
+  b->props = r->core->properties();
+  b->core = r->core;  // (the borrowed object holds the core meanwhile: never its last reference below)
+  if (registry::acquire(reinterpret_cast<std::uintptr_t>(resource), ObjectType::Resource) == nullptr) {
+    // The handle's last reference went meanwhile: the public call reports it.
+    int result = TETHER_QUICK_FINISH;
+    if (b->core->try_deallocate_quick(b->ptr, size, 0, stream)) {
+      b->ptr = nullptr;
+      b->core.reset();
+      delete b;
+      result = TETHER_QUICK_REFUSED;
+    } else {
+      *out = b;  // its destructor frees the memory (tether_internal_buffer_discard)
+    }
+    registry::leave(e);
+    return result;
+  }
+  b->resource = resource;
+  const std::uintptr_t h = registry::try_create(ObjectType::Buffer, b, nullptr);
+  registry::leave(e);
+  if (h == 0) {  // no memory for the handle (or 2^28 of them live): the public call reports it
+    *out = b;
+    return TETHER_QUICK_FINISH;
+  }
+  *out = reinterpret_cast<void*>(h);
+  return TETHER_QUICK_DONE;
+}
+
+TETHER_API void tether_internal_buffer_discard(void* unfinished) {
+  ForkGate gate;  // the destructor may take locks (fork.cpp)
+  delete static_cast<BufferObject*>(unfinished);
+}
+
+TETHER_API int tether_internal_buffer_release_quick(tether_buffer_t* buffer) {
+  if (buffer == nullptr) return TETHER_QUICK_DONE;  // as tether_buffer_release: a no-op
+  const std::uintptr_t h = value_of(buffer);
+  registry::Entered e;
+  if (!registry::try_enter(h, ObjectType::Buffer, e)) return TETHER_QUICK_REFUSED;
+  int result = TETHER_QUICK_DONE;
+  switch (registry::drop_quick(h, ObjectType::Buffer, true)) {
+    case registry::QuickDrop::Refused:
+      result = TETHER_QUICK_REFUSED;
+      break;
+    case registry::QuickDrop::Dropped:
+      break;
+    case registry::QuickDrop::Last:
+      // The handle is dead: no new borrow can start. Those under way (another
+      // thread inside a call on this buffer) must end before it goes.
+      if (!registry::borrowed_elsewhere(h, ObjectType::Buffer) &&
+          static_cast<BufferObject*>(e.object)->take_down_quick()) {
+        registry::dispose_dead(h);
+      } else {
+        result = TETHER_QUICK_FINISH;
+      }
+      break;
+  }
+  registry::leave(e);
+  return result;
+}
+
+TETHER_API void tether_internal_buffer_release_finish(tether_buffer_t* buffer) {
+  (void)registry::destroy_dead(value_of(buffer));
 }
 
 TETHER_API tether_status_t tether_buffer_retain(tether_buffer_t* buffer) {

@@ -126,6 +126,8 @@ bool held_by(const HazardBlock* b, std::uint64_t h) noexcept {
   return false;
 }
 
+void dispose(Slot* s, std::uint32_t index, std::uint64_t h) noexcept;
+
 // Destroy the object of a slot whose last reference is gone, once no other
 // thread borrows `h` (its value while it was live).
 void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
@@ -138,6 +140,23 @@ void destroy(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
   for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next)
     if (b != mine)
       while (held_by(b, h)) std::this_thread::yield();  // a borrow lasts one call
+  dispose(s, index, h);
+}
+
+// Whether a thread other than this one has `h` published (a borrow, or a
+// try_enter()): what destroy() waits for, without waiting.
+bool borrowed_elsewhere(std::uint64_t h) noexcept {
+  const HazardBlock* mine = t_state.block;
+  for (HazardBlock* b = g_hazard_blocks.first(); b != nullptr; b = b->next)
+    if (b != mine && held_by(b, h)) return true;
+  return false;
+}
+
+// The end of destroy(): no other thread borrows `h` (any more). Deletes the
+// object and frees the slot. free_list()'s mutex is a leaf lock: nothing is
+// called while it is held but operator new (nothrow) in create().
+void dispose(Slot* s, std::uint32_t index, std::uint64_t h) noexcept {
+  const std::uint32_t type = s->type.load(std::memory_order_relaxed);
   Object* obj = s->object.exchange(nullptr, std::memory_order_acq_rel);
   delete obj;  // may release other handles (upstreams); never this slot
   g_live[type].fetch_sub(1, std::memory_order_relaxed);
@@ -202,8 +221,9 @@ bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
 
 }  // namespace
 
-std::uintptr_t create(ObjectType type, Object* obj) {
-  std::uint32_t index;
+std::uintptr_t try_create(ObjectType type, Object* obj, bool* full_out) noexcept {
+  std::uint32_t index = 0;
+  bool full = false, no_memory = false;
   {
     FreeList& fl = free_list();
     std::lock_guard<std::mutex> lock(fl.mutex);
@@ -214,20 +234,24 @@ std::uintptr_t create(ObjectType type, Object* obj) {
       index = fl.next;
       const std::uint32_t chunk = index >> kChunkBits;
       if (chunk >= kMaxChunks) {
-        delete obj;
-        throw core::Error(TETHER_ERROR_OUT_OF_MEMORY, "too many live tether handles");
-      }
-      if (g_chunks[chunk].load(std::memory_order_relaxed) == nullptr) {
+        full = true;
+      } else if (g_chunks[chunk].load(std::memory_order_relaxed) == nullptr) {
         Slot* c = new (std::nothrow) Slot[kChunkSize];
         if (c == nullptr) {
-          delete obj;
-          throw std::bad_alloc();
+          no_memory = true;
+        } else {
+          g_chunks[chunk].store(c, std::memory_order_release);
         }
-        g_chunks[chunk].store(c, std::memory_order_release);
       }
-      fl.next = index + 1;
-      g_published.store(fl.next, std::memory_order_release);
+      if (!full && !no_memory) {
+        fl.next = index + 1;
+        g_published.store(fl.next, std::memory_order_release);
+      }
     }
+  }
+  if (full || no_memory) {
+    if (full_out != nullptr) *full_out = full;
+    return 0;
   }
   Slot* s = slot_at(index);
   const std::uint64_t old = s->state.load(std::memory_order_relaxed);
@@ -238,6 +262,18 @@ std::uintptr_t create(ObjectType type, Object* obj) {
   g_live[static_cast<std::uint32_t>(type)].fetch_add(1, std::memory_order_relaxed);
   s->state.store((static_cast<std::uint64_t>(gen) << 32) | 1u, std::memory_order_release);
   return (static_cast<std::uintptr_t>(gen) << 32) | (index + 1);
+}
+
+std::uintptr_t create(ObjectType type, Object* obj) {
+  bool full = false;
+  const std::uintptr_t h = try_create(type, obj, &full);
+  if (h != 0) return h;
+  // Destroyed here, not under the free list's lock (try_create): its
+  // destructor may free memory into a resource (a callback, a CUDA call),
+  // and that lock stays a leaf lock (the quick release takes it, buffer.cpp).
+  delete obj;
+  if (full) throw core::Error(TETHER_ERROR_OUT_OF_MEMORY, "too many live tether handles");
+  throw std::bad_alloc();
 }
 
 Object* acquire(std::uintptr_t h, ObjectType type) noexcept {
@@ -324,6 +360,58 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
   if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
   if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
   return drop(s, index, gen);
+}
+
+// ---- the quick paths (buffer.cpp, resource.cpp: tether_internal.h) -----------
+//
+// For callers that keep Python's GIL: nothing here waits for another thread.
+
+QuickDrop drop_quick(std::uintptr_t h, ObjectType type, bool may_be_last) noexcept {
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return QuickDrop::Refused;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return QuickDrop::Refused;
+  std::uint64_t cur = s->state.load(std::memory_order_acquire);
+  if ((cur >> 32) != gen || (cur & kCountMask) == 0) return QuickDrop::Refused;
+  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return QuickDrop::Refused;
+  for (;;) {
+    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return QuickDrop::Refused;
+    const bool last = (cur & kCountMask) == 1;
+    if (last && !may_be_last) return QuickDrop::Refused;
+    const std::uint64_t next =
+        last ? static_cast<std::uint64_t>(gen == kLastGeneration ? 0 : gen + 1) << 32 : cur - 1;
+    // seq_cst, as in drop(): ordered against borrowers' hazard stores.
+    if (s->state.compare_exchange_weak(cur, next, std::memory_order_seq_cst, std::memory_order_relaxed))
+      return last ? QuickDrop::Last : QuickDrop::Dropped;
+  }
+}
+
+bool borrowed_elsewhere(std::uintptr_t h, ObjectType type) noexcept {
+  // As in destroy(): a resource handle may be published with a light store.
+  if (g_asymmetric && type == ObjectType::Resource) heavy_barrier();
+  return borrowed_elsewhere(static_cast<std::uint64_t>(h));
+}
+
+void dispose_dead(std::uintptr_t h) noexcept {
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return;
+  if (Slot* s = slot_at(index)) dispose(s, index, h);
+}
+
+bool destroy_dead(std::uintptr_t h) noexcept {
+  ForkGate gate;  // destroying takes locks (fork.cpp)
+  std::uint32_t index, gen;
+  if (!decode(h, index, gen)) return false;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return false;
+  // Only a handle drop_quick() ended and nobody disposed of: its slot still
+  // has the object, the next generation and no reference (a slot is reused
+  // only once disposed of).
+  const std::uint64_t dead = static_cast<std::uint64_t>(gen == kLastGeneration ? 0 : gen + 1) << 32;
+  if (s->state.load(std::memory_order_acquire) != dead || s->object.load(std::memory_order_acquire) == nullptr)
+    return false;
+  retire(s, index, h);  // (retire: this thread may still borrow it, in a callback)
+  return true;
 }
 
 // Called by fork.cpp's child handler, in a child where only this thread

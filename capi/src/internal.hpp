@@ -192,6 +192,9 @@ struct ThreadState;  // thread_blocks.hpp
 namespace registry {
 // Register obj (taken) as a new handle with refcount 1; returns the handle value.
 std::uintptr_t create(ObjectType type, Object* obj);
+// The same without throwing: 0 (obj not taken: still the caller's) when the
+// registry is full (*full set) or out of memory.
+std::uintptr_t try_create(ObjectType type, Object* obj, bool* full) noexcept;
 // +1 if the handle is live and of `type`; returns the object or nullptr.
 Object* acquire(std::uintptr_t handle, ObjectType type) noexcept;
 // -1; destroys the object when it was the last. false if the handle is not live.
@@ -207,6 +210,19 @@ struct Borrow {
 };
 Object* borrow(std::uintptr_t handle, ObjectType type, Borrow& out) noexcept;
 void end_borrow(const Borrow& borrowed) noexcept;
+// The quick paths (tether_internal.h), which never wait for another thread.
+// drop_quick(): drop one reference of a live handle of `type` unless it is the
+// last (Dropped), or - with may_be_last - also the last one (Last: the handle
+// is dead from now on, as after release(), but its object is not destroyed:
+// the caller then either disposes of it with dispose_dead(), once
+// borrowed_elsewhere() says no other thread borrows it, or has
+// destroy_dead() wait for the borrowers and destroy it). Refused: the handle
+// is not live or not of `type` (nothing changed).
+enum class QuickDrop { Refused, Dropped, Last };
+QuickDrop drop_quick(std::uintptr_t handle, ObjectType type, bool may_be_last) noexcept;
+bool borrowed_elsewhere(std::uintptr_t handle, ObjectType type) noexcept;
+void dispose_dead(std::uintptr_t handle) noexcept;
+bool destroy_dead(std::uintptr_t handle) noexcept;  // false: not such a handle, nothing done
 // try_enter() and leave(), the hot path of one-handle entry points: entered.hpp.
 // Live handles of a type (0 = any).
 std::size_t live(std::uint32_t type) noexcept;

@@ -5,6 +5,7 @@
 
 #include "entered.hpp"
 #include "internal.hpp"
+#include "tether_internal.h"
 #include "orphans.hpp"
 #include "tether_core/host.hpp"
 
@@ -156,6 +157,27 @@ TETHER_API tether_status_t tether_resource_deallocate(tether_resource_t* resourc
     return guard_entered("tether_resource_deallocate", e, [&] { obj->core->deallocate(ptr, size, alignment, stream); });
   }
   return deallocate_general(resource, ptr, size, alignment, stream);
+}
+
+// The quick paths (tether_internal.h; buffer.cpp says why they never wait).
+TETHER_API int tether_internal_allocate_quick(tether_resource_t* resource, size_t size, size_t alignment,
+                                              tether_stream_t stream, void** out) {
+  registry::Entered e;
+  if (out == nullptr || !registry::try_enter(value_of(resource), ObjectType::Resource, e)) return TETHER_QUICK_REFUSED;
+  void* p = static_cast<ResourceObject*>(e.object)->core->try_allocate_quick(size, alignment, stream);
+  registry::leave(e);
+  if (p == nullptr) return TETHER_QUICK_REFUSED;
+  *out = p;
+  return TETHER_QUICK_DONE;
+}
+
+TETHER_API int tether_internal_deallocate_quick(tether_resource_t* resource, void* ptr, size_t size,
+                                                size_t alignment, tether_stream_t stream) {
+  registry::Entered e;
+  if (!registry::try_enter(value_of(resource), ObjectType::Resource, e)) return TETHER_QUICK_REFUSED;
+  const bool done = static_cast<ResourceObject*>(e.object)->core->try_deallocate_quick(ptr, size, alignment, stream);
+  registry::leave(e);
+  return done ? TETHER_QUICK_DONE : TETHER_QUICK_REFUSED;
 }
 
 TETHER_API tether_status_t tether_resource_get_properties(tether_resource_t* resource,

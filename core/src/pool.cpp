@@ -176,6 +176,12 @@ struct ArenaCacheEntry {
 // The arenas this thread used last, by (pool serial, stream).
 thread_local ArenaCacheEntry t_arena_cache[8];
 
+// The quick path's mode (PoolResource::do_try_allocate_quick): set while it
+// runs the fast path, whose steps that could wait then refuse instead, and
+// say so in t_quick_refused (frees; an allocation returns nullptr).
+thread_local bool t_quick = false;
+thread_local bool t_quick_refused = false;
+
 using pool_detail::Arena;
 using pool_detail::ChunkGuard;
 using pool_detail::kRecordEvery;
@@ -384,6 +390,7 @@ class PoolResource final : public Resource {
   // arena, wait for its lock, then the same steps.
   __attribute__((noinline)) void* allocate_locking(owner_t owner, std::size_t bytes, std::size_t alignment,
                                                    stream_t stream) {
+    if (t_quick) return nullptr;  // the quick path: no lookup (world_), no waiting for the lock
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     Arena& a = arena_for(stream);
     a.mutex.lock();
@@ -432,6 +439,50 @@ class PoolResource final : public Resource {
     return allocate_slow(a, n, need, bytes, alignment, owner);
   }
 
+  // The quick path (Resource::try_allocate_quick and try_deallocate_quick)
+  // is the fast path itself, run with t_quick set: each step that could
+  // wait, record or query an event, or call upstream refuses instead -
+  // an arena not at hand (finding one takes world_, which the slow paths
+  // hold across device synchronisations) or its lock taken (try_lock
+  // failed: allocate_locking, deallocate_locking), no block of the arena's
+  // own that fits (allocate_slow), a free of another
+  // arena's block (free_elsewhere takes the world), a record due
+  // (free_uncached_locked), a rejected free (reject_free_locked's exception,
+  // caught here: nothing changed; the normal path reports it). What runs
+  // under the arena lock besides is the quick cache, the arena's own free
+  // indexes and its unmerged frees, under the spin locks of its chunks,
+  // which no holder keeps across anything but a split or a merge.
+  // (Written as a mode, not as functions of their own: those inlined the
+  // fast path's helpers a second time, and GCC, out of its inline budget
+  // for this file, then outlined merge_unmerged, insert_free and the index
+  // and table operations from the normal paths: bench_pool_callgrind
+  // random +44 instructions per pair. As a mode: +7 on the pairs that miss
+  // the quick cache, tally no longer inlined into the free, hot256 -2.)
+  void* do_try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept override {
+    void* p = nullptr;
+    t_quick = true;
+    try {
+      p = do_allocate_for(kCaller, bytes, alignment, stream);
+    } catch (...) {
+      // No record to carve with (bad_alloc): nothing taken.
+    }
+    t_quick = false;
+    return p;
+  }
+
+  bool do_try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment,
+                               stream_t stream) noexcept override {
+    t_quick = true;
+    t_quick_refused = false;
+    try {
+      do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
+    } catch (...) {
+      t_quick_refused = true;  // rejected (reject_free_locked): nothing changed
+    }
+    t_quick = false;
+    return !t_quick_refused;
+  }
+
   // As in do_allocate_for, an arena not at hand or a lock taken go out of
   // line, and so do a rejected free and one that records an event; a free
   // into the free indexes stays inline, since out of line its own frame
@@ -473,6 +524,11 @@ class PoolResource final : public Resource {
   }
   __attribute__((noinline)) void free_uncached_locked(Arena& a, std::size_t slot, Block* b, std::size_t bytes,
                                                       owner_t owner, bool rec) {
+    if (t_quick) {  // the quick path: a record is due (a CUDA call)
+      a.mutex.unlock();
+      t_quick_refused = true;
+      return;
+    }
     std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
     free_uncached(a, a, slot, b, bytes, owner, rec);
   }
@@ -480,6 +536,10 @@ class PoolResource final : public Resource {
   // do_deallocate_for when no arena is at hand or its lock is taken.
   __attribute__((noinline)) void deallocate_locking(owner_t owner, void* ptr, std::size_t bytes,
                                                     std::size_t alignment, stream_t stream) {
+    if (t_quick) {  // the quick path: no lookup (world_), no waiting for the lock
+      t_quick_refused = true;
+      return;
+    }
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
     Arena& a = arena_for(stream);
@@ -495,6 +555,10 @@ class PoolResource final : public Resource {
   // Out of line: the fast path above then saves fewer registers.
   __attribute__((noinline)) void free_elsewhere(Arena& a, std::uintptr_t addr, std::size_t bytes,
                                                 std::size_t alignment, owner_t owner) {
+    if (t_quick) {  // the quick path: another arena's block (or not ours) needs the world
+      t_quick_refused = true;
+      return;
+    }
     World world(*this);
     for (const auto& holder : arenas_) {
       const std::size_t slot = holder->table.find(addr);
@@ -861,6 +925,7 @@ class PoolResource final : public Resource {
   // below, in order, until one succeeds. Requires nothing locked.
   void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
                       owner_t owner) {
+    if (t_quick) return nullptr;  // the quick path: every step below may wait, record events or grow
     const Request r{n, need, bytes, alignment, owner};
     World world(*this);
     // 0. Our own blocks again (another thread on our stream may have freed

@@ -209,6 +209,26 @@ void Resource::do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, st
   do_deallocate(ptr, bytes, alignment, stream);
 }
 
+// The quick path: the checks of allocate()/deallocate()'s inline part (a
+// request that is not plain goes to allocate_as(), which the quick path
+// refuses to do), the subclass's hook, and the same counting as
+// allocate_as()/deallocate_as() when it succeeded.
+void* Resource::try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept {
+  if (alignment == 0) alignment = kDefaultAlignment;
+  // Waiting frees would be drained first (poll_deferred: event queries).
+  if (!plain_request(bytes, alignment) || deferred_count_.load(std::memory_order_relaxed) != 0) return nullptr;
+  void* p = do_try_allocate_quick(bytes, alignment, stream);
+  if (p != nullptr) count_allocation(kCaller, bytes);
+  return p;
+}
+
+bool Resource::try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) noexcept {
+  if (alignment == 0) alignment = kDefaultAlignment;
+  if (!plain_free(ptr, bytes, alignment) || !do_try_deallocate_quick(ptr, bytes, alignment, stream)) return false;
+  count_free(kCaller, bytes);
+  return true;
+}
+
 void* Resource::allocate_general(std::size_t bytes, std::size_t alignment, stream_t stream) {
   return allocate_as(kCaller, bytes, alignment, stream);
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "tether/tether.h"
+#include "tether_internal.h" /* capi/src: the quick paths, exported for this extension only */
 #include "tether_py.h"
 
 static _Thread_local tether_status_t t_last_status = TETHER_OK;
@@ -49,6 +50,64 @@ uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t a
 tether_status_t _tether_py_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
                                       size_t alignment, tether_stream_t stream) {
   return tether_resource_deallocate(resource, (void*)ptr, size, alignment, stream);
+}
+
+/* ---- the calls that keep the GIL (tether_py.h, python/ffibuild.py) --------
+   cffi's wrapper calls these with the GIL held. The quick path runs with it
+   (it never waits: tether_internal.h); anything else runs exactly as the
+   functions above do, with the GIL released around it, as cffi would have. */
+
+tether_buffer_t* _tether_py_gil_buffer_create(tether_resource_t* resource, int device, size_t size,
+                                              tether_stream_t stream) {
+  void* out = NULL;
+  tether_buffer_t* b;
+  PyThreadState* saved;
+  const int q = tether_internal_buffer_create_quick(resource, size, stream, &out);
+  if (q == TETHER_QUICK_DONE) return (tether_buffer_t*)out;
+  saved = PyEval_SaveThread();
+  if (q == TETHER_QUICK_FINISH) tether_internal_buffer_discard(out);
+  b = _tether_py_buffer_create(resource, device, size, stream);
+  PyEval_RestoreThread(saved);
+  return b;
+}
+
+tether_status_t _tether_py_gil_buffer_release(tether_buffer_t* buffer) {
+  tether_status_t s = TETHER_OK;
+  PyThreadState* saved;
+  const int q = tether_internal_buffer_release_quick(buffer);
+  if (q == TETHER_QUICK_DONE) return TETHER_OK;
+  saved = PyEval_SaveThread();
+  if (q == TETHER_QUICK_FINISH) tether_internal_buffer_release_finish(buffer);
+  else s = tether_buffer_release(buffer);
+  PyEval_RestoreThread(saved);
+  return s;
+}
+
+uintptr_t _tether_py_gil_allocate(tether_resource_t* resource, size_t size, size_t alignment,
+                                  tether_stream_t stream) {
+  void* p = NULL;
+  uintptr_t u;
+  PyThreadState* saved;
+  if (size != 0 && tether_internal_allocate_quick(resource, size, alignment, stream, &p) == TETHER_QUICK_DONE) {
+    t_last_status = TETHER_OK;
+    return (uintptr_t)p;
+  }
+  saved = PyEval_SaveThread();
+  u = _tether_py_allocate(resource, size, alignment, stream);
+  PyEval_RestoreThread(saved);
+  return u;
+}
+
+tether_status_t _tether_py_gil_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
+                                          size_t alignment, tether_stream_t stream) {
+  tether_status_t s;
+  PyThreadState* saved;
+  if (tether_internal_deallocate_quick(resource, (void*)ptr, size, alignment, stream) == TETHER_QUICK_DONE)
+    return TETHER_OK;
+  saved = PyEval_SaveThread();
+  s = tether_resource_deallocate(resource, (void*)ptr, size, alignment, stream);
+  PyEval_RestoreThread(saved);
+  return s;
 }
 
 /* ---- DLPack ------------------------------------------------------------- */
@@ -437,6 +496,15 @@ static void cupy_erase(size_t i) {
   --g_cupy_used;
 }
 
+/* Drop a reference to the hook unless it is the last (whose release may
+   destroy the resource): 1 if dropped. Never waits. */
+static int cupy_hook_unref_quick(cupy_hook* hook) {
+  long n = atomic_load(&hook->refs);
+  while (n > 1)
+    if (atomic_compare_exchange_weak(&hook->refs, &n, n - 1)) return 1;
+  return 0;
+}
+
 static void cupy_hook_unref(cupy_hook* hook) {
   if (atomic_fetch_sub(&hook->refs, 1) == 1) {
     tether_resource_release(hook->resource);
@@ -556,11 +624,18 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
      no tether call can wait for a thread that waits for the GIL, and the two
      GIL hand-offs are saved. Otherwise release it, counted in flight (the
      exit handler waits for us). */
-  may_release = atomic_load(&g_python_callables) > 0 && enter();
-  if (may_release) saved = PyEval_SaveThread();
   resource = hook->resource;
-  if (resource == NULL) status = tether_current_resource_get(device, &resource);
-  if (status == TETHER_OK) status = tether_resource_allocate(resource, size, 0, stream, &ptr);
+  /* With a fixed resource, its quick path first, with the GIL (it never waits:
+     tether_internal.h); released only for the rest. */
+  if (resource != NULL && tether_internal_allocate_quick(resource, size, 0, stream, &ptr) == TETHER_QUICK_DONE) {
+    may_release = 0;
+  } else {
+    ptr = NULL;
+    may_release = atomic_load(&g_python_callables) > 0 && enter();
+    if (may_release) saved = PyEval_SaveThread();
+    if (resource == NULL) status = tether_current_resource_get(device, &resource);
+    if (status == TETHER_OK) status = tether_resource_allocate(resource, size, 0, stream, &ptr);
+  }
   if (status == TETHER_OK) {
     pthread_mutex_lock(&g_cupy_lock);
     if (cupy_reserve()) {
@@ -577,7 +652,16 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
       stored = 1;
     }
     pthread_mutex_unlock(&g_cupy_lock);
-    if (!stored) tether_resource_deallocate(resource, ptr, size, 0, stream);
+    if (!stored && tether_internal_deallocate_quick(resource, ptr, size, 0, stream) != TETHER_QUICK_DONE) {
+      /* (no memory for the map: rare) the free may call back into Python */
+      int release_now = !may_release && atomic_load(&g_python_callables) > 0 && enter();
+      PyThreadState* s2 = release_now ? PyEval_SaveThread() : NULL;
+      tether_resource_deallocate(resource, ptr, size, 0, stream);
+      if (release_now) {
+        PyEval_RestoreThread(s2);
+        leave();
+      }
+    }
   }
   if (hook->resource == NULL && !stored) tether_resource_release(resource); /* NULL: a no-op */
   if (!stored || hook->resource == NULL) cupy_hook_unref(hook);
@@ -616,6 +700,15 @@ void _tether_py_cupy_free(void* param, void* ptr, int device) {
     atomic_fetch_add(&g_cupy_ignored_frees, 1);
     return;
   }
+  /* The quick path (tether_internal.h) never waits, GIL or not; it does not
+     drop the reference the entry holds (hook or resource), done below. */
+  if (tether_internal_deallocate_quick(e.resource, ptr, e.size, 0, e.stream) == TETHER_QUICK_DONE) {
+    if (e.hook != NULL && cupy_hook_unref_quick(e.hook)) return;
+    /* The hook's last reference, or (resource=None) the entry's +1 on the
+       resource: either release may destroy the resource, so it takes the
+       path below (the memory is back already). */
+    ptr = NULL;
+  }
   /* As in malloc: with no Python callable, nothing here can need the GIL, so
      whether this thread holds it does not matter and Python is not touched. */
   may_release = atomic_load(&g_python_callables) > 0 && enter();
@@ -623,7 +716,7 @@ void _tether_py_cupy_free(void* param, void* ptr, int device) {
     gil = PyGILState_Ensure();
     saved = PyEval_SaveThread();
   }
-  if (tether_resource_deallocate(e.resource, ptr, e.size, 0, e.stream) != TETHER_OK)
+  if (ptr != NULL && tether_resource_deallocate(e.resource, ptr, e.size, 0, e.stream) != TETHER_OK)
     atomic_fetch_add(&g_cupy_failed_frees, 1);
   if (e.hook != NULL) cupy_hook_unref(e.hook);
   else tether_resource_release(e.resource);

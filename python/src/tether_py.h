@@ -28,6 +28,26 @@ uintptr_t _tether_py_allocate(tether_resource_t* resource, size_t size, size_t a
 tether_status_t _tether_py_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
                                       size_t alignment, tether_stream_t stream);
 
+/* ---- the calls that keep the GIL (python/ffibuild.py) -----------------------
+   cffi releases the GIL around every call it makes, except around these
+   _tether_py_gil_* functions (ffibuild.py's preamble). Each first tries
+   libtether's quick path with the GIL held (capi/src/tether_internal.h: it
+   never waits for anything that could wait for the GIL) and, where that
+   refuses, releases the GIL itself and makes the public call, with the same
+   results and errors as the function it replaces: */
+
+/* _tether_py_buffer_create (tether.Buffer) */
+tether_buffer_t* _tether_py_gil_buffer_create(tether_resource_t* resource, int device, size_t size,
+                                              tether_stream_t stream);
+/* tether_buffer_release (Buffer.close, __del__) */
+tether_status_t _tether_py_gil_buffer_release(tether_buffer_t* buffer);
+/* _tether_py_allocate (Resource.allocate) */
+uintptr_t _tether_py_gil_allocate(tether_resource_t* resource, size_t size, size_t alignment,
+                                  tether_stream_t stream);
+/* _tether_py_deallocate (Resource.deallocate) */
+tether_status_t _tether_py_gil_deallocate(tether_resource_t* resource, uintptr_t ptr, size_t size,
+                                          size_t alignment, tether_stream_t stream);
+
 /* The status of this thread's last failed _tether_py_* call. */
 tether_status_t _tether_py_last_status(void);
 

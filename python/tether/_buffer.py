@@ -30,8 +30,10 @@ from ._resources import Resource, wrap_borrowed
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 _DLPACK_FLAG_IS_COPIED = 1 << 1
 
-_create = lib._tether_py_buffer_create
-_release = lib.tether_buffer_release
+# The two calls of the hot path keep the GIL when libtether's quick path
+# serves them, and release it otherwise (python/ffibuild.py says why that is safe).
+_create = lib._tether_py_gil_buffer_create
+_release = lib._tether_py_gil_buffer_release
 _last_status = lib._tether_py_last_status
 _gc = ffi.gc
 _HOST = lib.TETHER_DEVICE_HOST
@@ -52,7 +54,7 @@ class Buffer(Handle):
     # cdata whose destructor is tether_buffer_unpin, dropped by close() or with
     # the wrapper. Views and DLPack tensors hold pins of their own instead.
     __slots__ = ("_pin",)
-    _release = lib.tether_buffer_release
+    _release = lib._tether_py_gil_buffer_release
 
     def __init__(self, size: Size, resource: Resource | None = None, device: DeviceLike | None = None,
                  stream: StreamLike = None) -> None:

@@ -16,8 +16,9 @@ from ._errors import InvalidHandleError, check, closed_error, stale_handle_error
 from ._ffi import ffi, lib
 from ._handle import Handle
 
-_allocate = lib._tether_py_allocate
-_deallocate = lib._tether_py_deallocate
+# Keep the GIL where libtether's quick path serves the call (python/ffibuild.py).
+_allocate = lib._tether_py_gil_allocate
+_deallocate = lib._tether_py_gil_deallocate
 _last_status = lib._tether_py_last_status
 # `alignment is _ZERO` is the fast paths' test for the default alignment: CPython
 # keeps one 0 object, so it holds for every int 0; anything else (False, 0.0, a

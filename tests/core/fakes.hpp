@@ -213,12 +213,15 @@ class OrderedUpstream : public core::Resource, private core::StreamOrder {
     for (const auto& [t, tick] : ev.seen) global_[t] = std::max(global_[t], tick);
   }
   // Everything enqueued anywhere so far is done: every stream, present or future, has seen it.
+  // (Protected: test_pool_quick.cpp's upstream stalls in it.)
+ protected:
   void synchronize_device() override {
     std::lock_guard<std::mutex> l(m_);
     ++device_syncs_;
     for (const auto& [s, seen] : clock_)
       for (const auto& [t, tick] : seen) global_[t] = std::max(global_[t], tick);
   }
+ private:
 
   void check(std::uintptr_t begin, std::uintptr_t end, core::stream_t stream) {
     // Uses are indexed by where they begin; none is longer than longest_use_.

@@ -2,6 +2,8 @@
 // operations - allocations of random sizes and alignments, frees on the
 // allocating stream or another, frees with uses on other streams
 // (deallocate_after), streams finishing their work, trims - from several
+// threads (half of the allocations and frees try the quick path first,
+// try_allocate_quick/try_deallocate_quick, and fall back where it refuses),
 // threads, each on its own stream plus shared ones, over the pretend CUDA
 // upstream (OrderedUpstream). Every block handed out is checked against a
 // shadow map of the live blocks (no overlap, the alignment asked for, usable
@@ -136,10 +138,14 @@ void replay(core::Resource& mr, test::OrderedUpstream* up, std::uint64_t ops, st
         } else if (kind < 3) {  // freed on another stream than it was allocated on
           const stream_t s = shared[rng() % 3];
           if (up != nullptr) up->freed(b.p, granules(b.n), s);
-          mr.deallocate(b.p, b.n, b.alignment, s);
+          // The quick path first, half the time: it refuses another arena's block.
+          if (rng() % 2 == 0 || !mr.try_deallocate_quick(b.p, b.n, b.alignment, s))
+            mr.deallocate(b.p, b.n, b.alignment, s);
         } else {
           if (up != nullptr) up->freed(b.p, granules(b.n), b.stream);
-          mr.deallocate(b.p, b.n, b.alignment, b.stream);
+          // Half the time the quick path (Python's, with the GIL held), else or when it refuses the normal one.
+          if (rng() % 2 == 0 || !mr.try_deallocate_quick(b.p, b.n, b.alignment, b.stream))
+            mr.deallocate(b.p, b.n, b.alignment, b.stream);
         }
       };
       const std::uint64_t mine = ops / static_cast<std::uint64_t>(threads);
@@ -160,7 +166,9 @@ void replay(core::Resource& mr, test::OrderedUpstream* up, std::uint64_t ops, st
           const stream_t s = rng() % 10 == 0 ? shared[rng() % 3] : own;
           void* p = nullptr;
           try {
-            p = mr.allocate(size, alignment, s);
+            // Half the time the quick path first (it refuses what needs more than the arena at hand).
+            if (rng() % 2 == 0) p = mr.try_allocate_quick(size, alignment, s);
+            if (p == nullptr) p = mr.allocate(size, alignment, s);
           } catch (const core::OutOfMemory&) {
             continue;  // bounded pools run out now and then: allowed, nothing handed out
           }

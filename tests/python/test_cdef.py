@@ -51,8 +51,27 @@ def test_shipped_cdef_matches_the_source_headers(cdefgen):
         "the installed package was built from other headers; run 'pip install .' again"
 
 
-def test_every_exported_function_is_declared_and_callable(cdefgen):
+# libtether's entry points for the package's own extension (the quick paths
+# that run with the GIL held): exported, but not public - declared only in
+# capi/src/tether_internal.h, never in the cdef.
+INTERNAL_HEADER = REPO / "capi" / "src" / "tether_internal.h"
+
+
+def internal_functions() -> set[str]:
+    import re
+    return set(re.findall(r"TETHER_API\s+\w+\s*\*?\s*(tether_internal_\w+)\s*\(", INTERNAL_HEADER.read_text()))
+
+
+def test_internal_entry_points_are_exported_and_only_those(cdefgen):
     exported = exported_functions()
+    internal = internal_functions()
+    assert internal and internal <= exported
+    assert {n for n in exported if n.startswith("tether_internal_")} == internal
+    assert not any(hasattr(lib, n) for n in internal)  # not callable from Python
+
+
+def test_every_exported_function_is_declared_and_callable(cdefgen):
+    exported = exported_functions() - internal_functions()
     assert exported and all(n.startswith("tether_") for n in exported), sorted(exported)
     declared = cdefgen.declared_functions(SHIPPED.read_text())
     assert exported - declared == set(), "exported by libtether but missing from the cdef"

@@ -172,6 +172,23 @@ class Resource : public std::enable_shared_from_this<Resource> {
 
   static std::size_t normalize_alignment(std::size_t alignment);  // throws on bad alignment
 
+  // The quick path: allocate()/deallocate() for callers that must not block
+  // (the Python frontend keeps the GIL around it; python/ffibuild.py says
+  // why). Each does what allocate()/deallocate() would, with the same
+  // outstanding counters and statistics (count_allocation()/count_free(),
+  // or the resource's own tally), but only where that needs no wait of any
+  // kind: no lock that cannot be tried, no CUDA call (no event record or
+  // query, no synchronisation), no upstream call, no callback (failure
+  // callbacks, Python-implemented resources, log sinks), no deferred free
+  // to drain. Anything else refuses - nullptr / false, with nothing changed
+  // and no error recorded - and the caller then calls allocate()/
+  // deallocate(), which also report every error (a bad request, a double
+  // free, a pointer this resource did not hand out are refused here, never
+  // reported). Size 0 and NULL are refused too. The default (a resource
+  // without a quick path: every kind but the pool) always refuses.
+  void* try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept;
+  bool try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) noexcept;
+
  protected:
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) = 0;
@@ -184,6 +201,21 @@ class Resource : public std::enable_shared_from_this<Resource> {
   virtual void* do_allocate_for(owner_t owner, std::size_t bytes, std::size_t alignment, stream_t stream);
   virtual void do_deallocate_for(owner_t owner, void* ptr, std::size_t bytes, std::size_t alignment,
                                  stream_t stream);
+  // The quick path's hooks (for a caller, kCaller): the request is
+  // well-formed (bytes > 0 and not too large, a usual alignment, ptr not
+  // NULL) and, on allocation, no free is deferred. Return nullptr / false,
+  // changing nothing, for anything that would need more than the rules of
+  // try_allocate_quick() allow. A resource that is not self-counted leaves
+  // the counting to this class, as for do_allocate_for().
+  virtual void* do_try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept {
+    (void)bytes, (void)alignment, (void)stream;
+    return nullptr;
+  }
+  virtual bool do_try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment,
+                                       stream_t stream) noexcept {
+    (void)ptr, (void)bytes, (void)alignment, (void)stream;
+    return false;
+  }
 
   // A resource whose allocate and free paths take a lock of their own anyway
   // (the pool: its arena's) may keep the outstanding counters itself, under
@@ -227,6 +259,17 @@ class Resource : public std::enable_shared_from_this<Resource> {
   // no bit in common with alignment - 1, nor above kMaxAlignment's.
   static constexpr bool usual_alignment(std::size_t alignment) noexcept {
     return (alignment & ((alignment - 1) | ~(2 * kMaxAlignment - 1))) == 0;
+  }
+  // A request a subclass may see as it is (alignment 0 already replaced):
+  // 1 ... kLargestRequest bytes, a usual alignment. What allocate()'s and
+  // try_allocate_quick()'s inline checks test; anything else goes to the
+  // general path (allocate_as), which rejects or handles it.
+  static constexpr bool plain_request(std::size_t bytes, std::size_t alignment) noexcept {
+    return bytes - 1 < kLargestRequest && usual_alignment(alignment);
+  }
+  // The same for a free: not NULL, not size 0, a usual alignment.
+  static constexpr bool plain_free(const void* ptr, std::size_t bytes, std::size_t alignment) noexcept {
+    return ptr != nullptr && bytes != 0 && usual_alignment(alignment);
   }
   // The outstanding counters are striped: each thread updates the stripe it
   // picked once (round robin), so threads allocating from one resource do not
@@ -273,7 +316,7 @@ class Resource : public std::enable_shared_from_this<Resource> {
 // instructions per C ABI allocate+free pair.
 inline void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream_t stream) {
   if (alignment == 0) alignment = kDefaultAlignment;
-  if (__builtin_expect(!self_counted_ || bytes - 1 >= kLargestRequest || !usual_alignment(alignment) ||
+  if (__builtin_expect(!self_counted_ || !plain_request(bytes, alignment) ||
                            deferred_count_.load(std::memory_order_relaxed) != 0,
                        0))
     return allocate_general(bytes, alignment, stream);
@@ -287,7 +330,7 @@ inline void* Resource::allocate(std::size_t bytes, std::size_t alignment, stream
 
 inline void Resource::deallocate(void* ptr, std::size_t bytes, std::size_t alignment, stream_t stream) {
   if (alignment == 0) alignment = kDefaultAlignment;
-  if (__builtin_expect(!self_counted_ || ptr == nullptr || bytes == 0 || !usual_alignment(alignment), 0))
+  if (__builtin_expect(!self_counted_ || !plain_free(ptr, bytes, alignment), 0))
     return deallocate_general(ptr, bytes, alignment, stream);
   do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
 }
