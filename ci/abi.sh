@@ -39,7 +39,9 @@ ninja -C "$build" -j"${TETHER_JOBS:-$(nproc)}" tether >/dev/null
 
 # No paths or source lines in the description: it changes only when the ABI does.
 current=$build/libtether.abi
+# abi/internal.suppr: tether_internal_* (for tether's own Python extension) are not ABI.
 abidw --headers-dir capi/include/tether --drop-private-types --exported-interfaces-only \
+  --suppressions abi/internal.suppr \
   --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed \
   --out-file "$current" "$build/capi/libtether.so"
 

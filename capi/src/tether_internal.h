@@ -4,7 +4,8 @@
  *
  * Not installed and not in the cdef. They carry the tether_ prefix only
  * because the linker version script (capi/tether.map) exports nothing else;
- * the prefix tether_internal_ marks them, and tests/python/test_cdef.py
+ * the prefix tether_internal_ marks them (ci/abi.sh leaves them out of the ABI
+ * description: abi/internal.suppr), and tests/python/test_cdef.py
  * allows exactly the functions declared here besides the public ones. They
  * may change or go in any release; nothing but the extension built with the
  * same libtether may call them.
