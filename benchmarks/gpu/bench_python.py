@@ -134,8 +134,10 @@ def tether_contenders(ops, pool, label: str, floors: bool) -> dict:
     }
     if floors:
         # Where the time goes: the two cffi calls alone (no method, no checks), and the loop.
+        # The calls pool.allocate/deallocate make: the _tether_py_gil_* helpers, which keep
+        # the GIL where libtether's quick path serves them (python/ffibuild.py).
         from tether._ffi import lib
-        h, a, d = pool._h, lib._tether_py_allocate, lib._tether_py_deallocate
+        h, a, d = pool._h, lib._tether_py_gil_allocate, lib._tether_py_gil_deallocate
         c[f"  (floor: 2 cffi calls), {label}"] = lambda: replay_raw(
             ops, lambda n: a(h, n, 0, 0), lambda p, n: d(h, p, n, 0, 0))
         c["  (floor: the replay loop alone)"] = lambda: replay_raw(ops, lambda n: 0, lambda p, n: None)
