@@ -198,25 +198,46 @@ void run_pending(ThreadState& ts) noexcept {
 }
 
 // Drop one reference of a slot known to be of generation `gen`.
-bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
+// The state a slot's last reference leaves behind: the next generation and
+// no reference. The last generation ends at 0, which no handle carries (the
+// slot is retired).
+constexpr std::uint64_t dead_state(std::uint32_t gen) noexcept {
+  return static_cast<std::uint64_t>(gen == kLastGeneration ? 0 : gen + 1) << 32;
+}
+
+// Drop one reference of generation gen of slot s; the last one only if
+// may_be_last (else Refused, nothing changed). Last: the handle is dead, its
+// object not destroyed yet.
+QuickDrop drop_reference(Slot* s, std::uint32_t gen, bool may_be_last) noexcept {
   std::uint64_t cur = s->state.load(std::memory_order_relaxed);
   for (;;) {
-    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
-    std::uint64_t next;
+    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return QuickDrop::Refused;
     const bool last = (cur & kCountMask) == 1;
-    if (last) {
-      // The last generation ends at 0, which no handle carries (the slot is retired).
-      const std::uint32_t g = gen == kLastGeneration ? 0 : gen + 1;
-      next = static_cast<std::uint64_t>(g) << 32;
-    } else {
-      next = cur - 1;
-    }
+    if (last && !may_be_last) return QuickDrop::Refused;
+    const std::uint64_t next = last ? dead_state(gen) : cur - 1;
     // seq_cst: ordered against borrowers' hazard stores (see "Borrows").
-    if (s->state.compare_exchange_weak(cur, next, std::memory_order_seq_cst, std::memory_order_relaxed)) {
-      if (last) retire(s, index, (static_cast<std::uint64_t>(gen) << 32) | (index + 1));
-      return true;
-    }
+    if (s->state.compare_exchange_weak(cur, next, std::memory_order_seq_cst, std::memory_order_relaxed))
+      return last ? QuickDrop::Last : QuickDrop::Dropped;
   }
+}
+
+bool drop(Slot* s, std::uint32_t index, std::uint32_t gen) noexcept {
+  const QuickDrop d = drop_reference(s, gen, true);
+  if (d == QuickDrop::Last) retire(s, index, (static_cast<std::uint64_t>(gen) << 32) | (index + 1));
+  return d != QuickDrop::Refused;
+}
+
+// The slot of h if h is a live handle of `type` (index and generation in the
+// out-parameters), else nullptr. The generation is checked before the type
+// is trusted: a stale handle's slot may already hold an object of another type.
+Slot* live_slot(std::uintptr_t h, ObjectType type, std::uint32_t& index, std::uint32_t& gen) noexcept {
+  if (!decode(h, index, gen)) return nullptr;
+  Slot* s = slot_at(index);
+  if (s == nullptr) return nullptr;
+  const std::uint64_t cur = s->state.load(std::memory_order_acquire);
+  if ((cur >> 32) != gen || (cur & kCountMask) == 0) return nullptr;
+  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return nullptr;
+  return s;
 }
 
 }  // namespace
@@ -351,15 +372,8 @@ void leave_with_pending(const Entered& e) noexcept {
 bool release(std::uintptr_t h, ObjectType type) noexcept {
   ForkGate gate;  // may destroy objects: takes locks (fork.cpp)
   std::uint32_t index, gen;
-  if (!decode(h, index, gen)) return false;
-  Slot* s = slot_at(index);
-  if (s == nullptr) return false;
-  // Check the generation before trusting the type: a stale handle's slot may
-  // already hold an object of another type.
-  const std::uint64_t cur = s->state.load(std::memory_order_acquire);
-  if ((cur >> 32) != gen || (cur & kCountMask) == 0) return false;
-  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return false;
-  return drop(s, index, gen);
+  Slot* s = live_slot(h, type, index, gen);
+  return s != nullptr && drop(s, index, gen);
 }
 
 // ---- the quick paths (buffer.cpp, resource.cpp: tether_internal.h) -----------
@@ -368,22 +382,8 @@ bool release(std::uintptr_t h, ObjectType type) noexcept {
 
 QuickDrop drop_quick(std::uintptr_t h, ObjectType type, bool may_be_last) noexcept {
   std::uint32_t index, gen;
-  if (!decode(h, index, gen)) return QuickDrop::Refused;
-  Slot* s = slot_at(index);
-  if (s == nullptr) return QuickDrop::Refused;
-  std::uint64_t cur = s->state.load(std::memory_order_acquire);
-  if ((cur >> 32) != gen || (cur & kCountMask) == 0) return QuickDrop::Refused;
-  if (s->type.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(type)) return QuickDrop::Refused;
-  for (;;) {
-    if ((cur >> 32) != gen || (cur & kCountMask) == 0) return QuickDrop::Refused;
-    const bool last = (cur & kCountMask) == 1;
-    if (last && !may_be_last) return QuickDrop::Refused;
-    const std::uint64_t next =
-        last ? static_cast<std::uint64_t>(gen == kLastGeneration ? 0 : gen + 1) << 32 : cur - 1;
-    // seq_cst, as in drop(): ordered against borrowers' hazard stores.
-    if (s->state.compare_exchange_weak(cur, next, std::memory_order_seq_cst, std::memory_order_relaxed))
-      return last ? QuickDrop::Last : QuickDrop::Dropped;
-  }
+  Slot* s = live_slot(h, type, index, gen);
+  return s == nullptr ? QuickDrop::Refused : drop_reference(s, gen, may_be_last);
 }
 
 bool borrowed_elsewhere(std::uintptr_t h, ObjectType type) noexcept {
@@ -407,8 +407,7 @@ bool destroy_dead(std::uintptr_t h) noexcept {
   // Only a handle drop_quick() ended and nobody disposed of: its slot still
   // has the object, the next generation and no reference (a slot is reused
   // only once disposed of).
-  const std::uint64_t dead = static_cast<std::uint64_t>(gen == kLastGeneration ? 0 : gen + 1) << 32;
-  if (s->state.load(std::memory_order_acquire) != dead || s->object.load(std::memory_order_acquire) == nullptr)
+  if (s->state.load(std::memory_order_acquire) != dead_state(gen) || s->object.load(std::memory_order_acquire) == nullptr)
     return false;
   retire(s, index, h);  // (retire: this thread may still borrow it, in a callback)
   return true;
