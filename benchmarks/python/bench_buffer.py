@@ -63,12 +63,9 @@ def main() -> None:
     allocate, deallocate = pool.allocate, pool.deallocate
     # The floors call what the wrappers call: the _tether_py_gil_* helpers,
     # which keep the GIL where libtether's quick path serves the call
-    # (python/ffibuild.py), or, in a build without them, the plain ones.
-    gil = hasattr(lib, "_tether_py_gil_buffer_create")
-    create = lib._tether_py_gil_buffer_create if gil else lib._tether_py_buffer_create
-    release = lib._tether_py_gil_buffer_release if gil else lib.tether_buffer_release
-    raw_allocate = lib._tether_py_gil_allocate if gil else lib._tether_py_allocate
-    raw_deallocate = lib._tether_py_gil_deallocate if gil else lib._tether_py_deallocate
+    # (python/ffibuild.py).
+    create, release = lib._tether_py_gil_buffer_create, lib._tether_py_gil_buffer_release
+    raw_allocate, raw_deallocate = lib._tether_py_gil_allocate, lib._tether_py_gil_deallocate
     handle = pool._h
 
     if args.only:
