@@ -3,6 +3,7 @@
 
 #include "internal.hpp"
 #include "spec.hpp"
+#include "tether_internal.h"
 #include "tether_core/cuda.hpp"
 #include "tether_core/current_table.hpp"
 #include "tether_core/host.hpp"
@@ -101,6 +102,23 @@ TETHER_API tether_status_t tether_current_resource_get(int device, tether_resour
     *out = nullptr;
     *out = current_resource(device).release();
   });
+}
+
+// The quick path (tether_internal.h): what tether_current_resource_get does
+// once the slot has a value and nobody holds its mutex. Refused for anything
+// else - an unset slot (its default is made under the mutex, with CUDA
+// calls), a held mutex, a bad device, a dead handle - with nothing recorded;
+// the public call then does the work and reports the error.
+TETHER_API int tether_internal_current_resource_get_quick(int device, tether_resource_t** out) {
+  if (out == nullptr) return TETHER_QUICK_REFUSED;
+  try {
+    HandleRef r;
+    if (!table().try_get(resolve_device(device), r) || !r) return TETHER_QUICK_REFUSED;
+    *out = r.release();
+    return TETHER_QUICK_DONE;
+  } catch (...) {
+    return TETHER_QUICK_REFUSED;
+  }
 }
 
 TETHER_API tether_status_t tether_current_resource_set(int device, tether_resource_t* resource,

@@ -180,6 +180,14 @@ TETHER_API int tether_internal_deallocate_quick(tether_resource_t* resource, voi
   return done ? TETHER_QUICK_DONE : TETHER_QUICK_REFUSED;
 }
 
+// Not the last reference: dropping it destroys nothing, so it never waits.
+TETHER_API int tether_internal_resource_release_quick(tether_resource_t* resource) {
+  if (resource == nullptr) return TETHER_QUICK_DONE;  // as tether_resource_release: a no-op
+  return registry::drop_quick(value_of(resource), ObjectType::Resource, false) == registry::QuickDrop::Dropped
+             ? TETHER_QUICK_DONE
+             : TETHER_QUICK_REFUSED;
+}
+
 TETHER_API tether_status_t tether_resource_get_properties(tether_resource_t* resource,
                                                           tether_resource_properties_t* out) {
   return guard("tether_resource_get_properties", [&] {

@@ -65,6 +65,15 @@ TETHER_API int tether_internal_allocate_quick(tether_resource_t* resource, size_
 TETHER_API int tether_internal_deallocate_quick(tether_resource_t* resource, void* ptr, size_t size,
                                                 size_t alignment, tether_stream_t stream);
 
+/* tether_current_resource_get(device, out): DONE with *out (+1). Refused
+   when the slot is unset (its default would be made now), another thread
+   holds the slot, or the public call would fail. */
+TETHER_API int tether_internal_current_resource_get_quick(int device, tether_resource_t** out);
+/* tether_resource_release(resource) (NULL: DONE, a no-op), unless this is
+   the handle's last reference (the release would destroy the resource) or
+   the handle is not live. */
+TETHER_API int tether_internal_resource_release_quick(tether_resource_t* resource);
+
 #ifdef __cplusplus
 }
 #endif

@@ -278,13 +278,6 @@ const char* _tether_py_library_path(void) {
    their callback; later arrivals see the flag and stay out of Python. */
 static atomic_int g_python_gone = 0;
 static atomic_long g_in_flight = 0;
-/* Python callables C may call (tether._callbacks' registry size). It rises
-   in register(), before the callable is handed to any C object - which the
-   registering thread can do only once it holds the GIL again - and falls in
-   the destroy callback, after Python was entered. So a thread that holds the
-   GIL and reads 0 knows that no thread is in, or waiting to enter, a tether
-   callback, and that none can start while it keeps the GIL. */
-static atomic_long g_python_callables = 0;
 static _Thread_local tether_status_t t_callback_status = TETHER_ERROR_INTERNAL;
 
 /* Enter: 1 if Python may be called (then leave() afterwards), 0 if not. */
@@ -307,10 +300,6 @@ void _tether_py_callbacks_shutdown(void) {
   atomic_store(&g_python_gone, 1);
   for (i = 0; i < 5000 && atomic_load(&g_in_flight) > 0; ++i) nanosleep(&ms, NULL);
 }
-
-void _tether_py_callables_changed(int delta) { atomic_fetch_add(&g_python_callables, delta); }
-
-long _tether_py_callables(void) { return atomic_load(&g_python_callables); }
 
 void _tether_py_callback_failed(tether_status_t status, const char* message) {
   t_callback_status = status;
@@ -403,18 +392,18 @@ int _tether_py_cb_failure(size_t size, void* user) {
  *
  * Threads: CuPy calls from any Python thread, and under free-threaded Python
  * the GIL is no lock, so the map is guarded by its own mutex, which is never
- * held while calling tether or Python. While a Python callable is registered
- * (a CallbackResource, a Python log sink or failure callback: any resource may
- * then call back into Python from another thread while holding its own lock),
- * the GIL (or the thread's attached state) is held only to read CuPy's stream
- * and to raise, and is released around the tether calls - except once Python
- * is shutting down (enter() fails): then it is kept, since a thread that asks
- * for it back during finalization is made to exit, which would unwind through
- * CuPy's `except +` frames. With no Python callable (the usual case) the GIL
- * is kept across the tether calls, as CuPy's own pool keeps it: no tether call
- * can then wait on a thread that waits for the GIL, and the two hand-offs per
- * allocate+free are saved. The price: a pool growth (cuMemAlloc) or an
- * exhausted pool's retry holds the GIL for its duration. */
+ * held while calling tether or Python. The GIL (or the thread's attached
+ * state) is kept for the quick paths of tether_internal.h - a pool's own
+ * arena, the current-resource slot, a reference that is not the last - which
+ * never wait, so nothing they could wait for can be waiting for the GIL; with
+ * them a cached allocate+free makes no GIL hand-off. Whatever they refuse (a
+ * pool's growth or retry, any other kind of resource, a release that may
+ * destroy a resource) runs with the GIL released: it may wait for the device,
+ * whose stream work may wait for the GIL (a Python host function), or call
+ * back into Python (a CallbackResource, a log sink). Except once Python is
+ * shutting down (enter() fails): then the GIL is kept, since a thread that
+ * asks for it back during finalization is made to exit, which would unwind
+ * through CuPy's `except +` frames. */
 
 #include <pthread.h>
 #include <string.h>
@@ -586,6 +575,19 @@ static void cupy_raise(tether_status_t status) {
   }
 }
 
+/* Release the GIL for a call that may wait, unless Python is exiting (then
+   it is kept: see enter()). 1 if released: restore it with cupy_retake(). */
+static int cupy_let_go(PyThreadState** saved) {
+  if (!enter()) return 0;
+  *saved = PyEval_SaveThread();
+  return 1;
+}
+
+static void cupy_retake(PyThreadState* saved) {
+  PyEval_RestoreThread(saved);
+  leave();
+}
+
 void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
   PyGILState_STATE gil;
   PyThreadState* saved = NULL;
@@ -594,7 +596,7 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
   tether_stream_t stream = 0;
   tether_status_t status = TETHER_OK;
   void* ptr = NULL;
-  int stored = 0, may_release;
+  int stored = 0, released = 0;
 
   if (size == 0) return NULL; /* CuPy never asks (a 0-byte array has ptr 0); nothing to record */
   gil = PyGILState_Ensure(); /* CuPy holds it already: then this only counts */
@@ -620,19 +622,17 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
     stream = (tether_stream_t)s;
   }
 
-  /* Keep the GIL when no Python callable exists (see g_python_callables): then
-     no tether call can wait for a thread that waits for the GIL, and the two
-     GIL hand-offs are saved. Otherwise release it, counted in flight (the
-     exit handler waits for us). */
+  /* The quick paths first, with the GIL (they never wait: tether_internal.h);
+     everything else without it - a pool's growth, an exhausted pool's retry,
+     a cudaMalloc may wait for the device, whose stream work may wait for the
+     GIL (a Python host function), or call back into Python. resource=None:
+     +1 on the current resource (the map's entry keeps it). */
   resource = hook->resource;
-  /* With a fixed resource, its quick path first, with the GIL (it never waits:
-     tether_internal.h); released only for the rest. */
-  if (resource != NULL && tether_internal_allocate_quick(resource, size, 0, stream, &ptr) == TETHER_QUICK_DONE) {
-    may_release = 0;
-  } else {
+  if (resource == NULL && tether_internal_current_resource_get_quick(device, &resource) != TETHER_QUICK_DONE)
+    resource = NULL;
+  if (resource == NULL || tether_internal_allocate_quick(resource, size, 0, stream, &ptr) != TETHER_QUICK_DONE) {
     ptr = NULL;
-    may_release = atomic_load(&g_python_callables) > 0 && enter();
-    if (may_release) saved = PyEval_SaveThread();
+    released = cupy_let_go(&saved);
     if (resource == NULL) status = tether_current_resource_get(device, &resource);
     if (status == TETHER_OK) status = tether_resource_allocate(resource, size, 0, stream, &ptr);
   }
@@ -652,23 +652,26 @@ void* _tether_py_cupy_malloc(void* param, size_t size, int device) {
       stored = 1;
     }
     pthread_mutex_unlock(&g_cupy_lock);
+    /* (no memory for the map: rare) give it back */
     if (!stored && tether_internal_deallocate_quick(resource, ptr, size, 0, stream) != TETHER_QUICK_DONE) {
-      /* (no memory for the map: rare) the free may call back into Python */
-      int release_now = !may_release && atomic_load(&g_python_callables) > 0 && enter();
-      PyThreadState* s2 = release_now ? PyEval_SaveThread() : NULL;
+      if (!released) released = cupy_let_go(&saved);
       tether_resource_deallocate(resource, ptr, size, 0, stream);
-      if (release_now) {
-        PyEval_RestoreThread(s2);
-        leave();
-      }
     }
   }
-  if (hook->resource == NULL && !stored) tether_resource_release(resource); /* NULL: a no-op */
-  if (!stored || hook->resource == NULL) cupy_hook_unref(hook);
-  if (may_release) {
-    PyEval_RestoreThread(saved);
-    leave();
+  if (!stored) {
+    /* Drop what the entry would have kept; a last reference may destroy the resource. */
+    if (hook->resource == NULL) {
+      if (resource != NULL && tether_internal_resource_release_quick(resource) != TETHER_QUICK_DONE) {
+        if (!released) released = cupy_let_go(&saved);
+        tether_resource_release(resource);
+      }
+    } else if (!cupy_hook_unref_quick(hook)) {
+      if (!released) released = cupy_let_go(&saved);
+      cupy_hook_unref(hook);
+    }
   }
+  if (hook->resource == NULL) cupy_hook_unref(hook); /* never its last with the resource (none to release) */
+  if (released) cupy_retake(saved);
   if (status != TETHER_OK) cupy_raise(status); /* the thread's tether message is still this failure's */
   else if (!stored) PyErr_NoMemory();
 out:
@@ -678,8 +681,8 @@ out:
 
 void _tether_py_cupy_free(void* param, void* ptr, int device) {
   cupy_entry e;
-  int found = 0, may_release;
-  PyGILState_STATE gil = PyGILState_UNLOCKED;
+  int found = 0, released;
+  PyGILState_STATE gil;
   PyThreadState* saved = NULL;
   (void)param; /* the pointer's own record says where it goes, even if its allocator is gone */
   (void)device;
@@ -700,19 +703,19 @@ void _tether_py_cupy_free(void* param, void* ptr, int device) {
     atomic_fetch_add(&g_cupy_ignored_frees, 1);
     return;
   }
-  /* The quick path (tether_internal.h) never waits, GIL or not; it does not
-     drop the reference the entry holds (hook or resource), done below. */
+  /* The quick paths (tether_internal.h) never wait, GIL or not: the memory,
+     then the reference the entry holds (hook or resource) unless it is the
+     last, whose release may destroy the resource. */
   if (tether_internal_deallocate_quick(e.resource, ptr, e.size, 0, e.stream) == TETHER_QUICK_DONE) {
-    if (e.hook != NULL && cupy_hook_unref_quick(e.hook)) return;
-    /* The hook's last reference, or (resource=None) the entry's +1 on the
-       resource: either release may destroy the resource, so it takes the
-       path below (the memory is back already). */
-    ptr = NULL;
+    if (e.hook != NULL ? cupy_hook_unref_quick(e.hook)
+                       : tether_internal_resource_release_quick(e.resource) == TETHER_QUICK_DONE)
+      return;
+    ptr = NULL; /* the memory is back already */
   }
-  /* As in malloc: with no Python callable, nothing here can need the GIL, so
-     whether this thread holds it does not matter and Python is not touched. */
-  may_release = atomic_load(&g_python_callables) > 0 && enter();
-  if (may_release) {
+  /* The rest may wait: without the GIL, as in malloc. CuPy frees from a
+     Python thread (a destructor); Ensure also serves one that holds no GIL. */
+  released = enter();
+  if (released) {
     gil = PyGILState_Ensure();
     saved = PyEval_SaveThread();
   }
@@ -720,7 +723,7 @@ void _tether_py_cupy_free(void* param, void* ptr, int device) {
     atomic_fetch_add(&g_cupy_failed_frees, 1);
   if (e.hook != NULL) cupy_hook_unref(e.hook);
   else tether_resource_release(e.resource);
-  if (may_release) {
+  if (released) {
     PyEval_RestoreThread(saved);
     PyGILState_Release(gil);
     leave();

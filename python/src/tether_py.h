@@ -92,13 +92,6 @@ void _tether_py_cb_destroy(void* context);
 void _tether_py_cb_log(const char* line, size_t length, void* user);
 int _tether_py_cb_failure(size_t size, void* user);
 
-/* tether._callbacks' registry grew (+1) or shrank (-1); called under its lock,
-   with the GIL held. _tether_py_callables() is the count: while it is 0 no
-   tether call can enter Python, and the CuPy hook keeps the GIL across its
-   tether calls. */
-void _tether_py_callables_changed(int delta);
-long _tether_py_callables(void);
-
 /* Called by Python code of a callback that raised: record `message` as the
    callback's reason (tether_callback_set_error) and `status` as the status the
    trampoline returns when the Python function reports the sentinel 0x7FFF. */

@@ -54,15 +54,13 @@ def register(value: Any) -> Any:
     with _lock:
         key = next(_keys)
         _registry[key] = value
-        lib._tether_py_callables_changed(1)  # C keeps the count (tether_py.c: g_python_callables)
     return ffi.cast("void*", key)
 
 
 def unregister(context: Any) -> None:
     """Forget a context (what destroy does; also used when creation failed)."""
     with _lock:
-        if _registry.pop(int(ffi.cast("uintptr_t", context)), None) is not None:
-            lib._tether_py_callables_changed(-1)
+        _registry.pop(int(ffi.cast("uintptr_t", context)), None)
 
 
 def registered(context: Any) -> Any:

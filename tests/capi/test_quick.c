@@ -4,7 +4,7 @@
  * would, and they refuse - changing nothing - or ask to be finished without
  * the GIL wherever the public call could wait: a dead handle, a resource
  * without a quick path, a release that would drop the resource's last
- * reference, a buffer still pinned.
+ * reference, a buffer still pinned, an unset current-resource slot.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -156,6 +156,60 @@ static void test_refusals(void) {
   CHECK_LIVE(TETHER_OBJECT_ANY, base);
 }
 
+/* The current-resource slot and a resource reference (tether_internal.h): the
+   slot is read only once it has a value (its default is made by the public
+   call, under the slot's lock), a thread's override is read as it is, and a
+   reference is dropped only if it is not the handle's last. */
+static void test_current_slot_and_references(void) {
+  size_t base = tt_baseline(); /* (made the host slot's default) */
+  REQUIRE_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, NULL)); /* unset: no default */
+  tether_resource_t* got = NULL;
+  tether_resource_t* expected = NULL;
+  /* An unset slot is read only by the public call, which makes its default. */
+  CHECK(tether_internal_current_resource_get_quick(TETHER_DEVICE_HOST, &got) == TETHER_QUICK_REFUSED);
+  CHECK(got == NULL);
+  REQUIRE_OK(tether_current_resource_get(TETHER_DEVICE_HOST, &expected));
+  CHECK(tether_internal_current_resource_get_quick(TETHER_DEVICE_HOST, &got) == TETHER_QUICK_DONE);
+  CHECK(got == expected);
+  CHECK(tether_internal_resource_release_quick(got) == TETHER_QUICK_DONE); /* the slot keeps one */
+  CHECK(tether_internal_resource_release_quick(NULL) == TETHER_QUICK_DONE);
+  CHECK_OK(tether_resource_release(expected));
+
+  tether_resource_t* pool = host_pool();
+  REQUIRE_OK(tether_current_resource_set(TETHER_DEVICE_HOST, pool, NULL));
+  got = NULL;
+  CHECK(tether_internal_current_resource_get_quick(TETHER_DEVICE_HOST, &got) == TETHER_QUICK_DONE);
+  CHECK(got == pool);
+  CHECK(tether_internal_resource_release_quick(got) == TETHER_QUICK_DONE);
+  tether_resource_t* other = host_pool();
+  REQUIRE_OK(tether_current_resource_push(TETHER_DEVICE_HOST, other));
+  CHECK(tether_internal_current_resource_get_quick(TETHER_DEVICE_HOST, &got) == TETHER_QUICK_DONE);
+  CHECK(got == other);
+  CHECK(tether_internal_resource_release_quick(got) == TETHER_QUICK_DONE);
+  CHECK_OK(tether_current_resource_pop(TETHER_DEVICE_HOST));
+  /* Bad devices and out pointers: refused, nothing recorded; the public call reports them. */
+  CHECK(tether_internal_current_resource_get_quick(-7, &got) == TETHER_QUICK_REFUSED);
+  CHECK(tether_internal_current_resource_get_quick(1 << 20, &got) == TETHER_QUICK_REFUSED);
+  CHECK(tether_internal_current_resource_get_quick(TETHER_DEVICE_HOST, NULL) == TETHER_QUICK_REFUSED);
+  CHECK_ERROR(TETHER_ERROR_INVALID_ARGUMENT, tether_current_resource_get(-7, &got), "device");
+  REQUIRE_OK(tether_current_resource_set(TETHER_DEVICE_HOST, NULL, NULL)); /* unset again */
+
+  /* The last reference is never dropped quick (the release would destroy the resource). */
+  CHECK(tt_resource_alive(other));
+  CHECK(tether_internal_resource_release_quick(other) == TETHER_QUICK_REFUSED);
+  CHECK(tt_resource_alive(other));
+  CHECK_OK(tether_resource_release(other));
+  CHECK(tether_internal_resource_release_quick(other) == TETHER_QUICK_REFUSED); /* dead */
+  CHECK(tether_internal_resource_release_quick((tether_resource_t*)(uintptr_t)0x12345) == TETHER_QUICK_REFUSED);
+  tether_buffer_t* b = quick_buffer(pool, 64);
+  REQUIRE(b != NULL);
+  CHECK(tether_internal_resource_release_quick((tether_resource_t*)b) == TETHER_QUICK_REFUSED); /* a buffer */
+  CHECK(tt_buffer_alive(b));
+  CHECK_OK(tether_buffer_release(b));
+  CHECK_OK(tether_resource_release(pool));
+  CHECK_LIVE(TETHER_OBJECT_ANY, base - 1); /* the default went with the slot's unset */
+}
+
 /* Threads mixing the quick and the public calls on one pool, and releasing
    buffers other threads made. */
 #define THREADS 4
@@ -206,6 +260,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
+  RUN(test_current_slot_and_references);
   RUN(test_buffer_pairs);
   RUN(test_last_resource_reference_is_not_dropped_quick);
   RUN(test_pinned_buffer_outlives_a_quick_release);

@@ -42,6 +42,48 @@ TEST(CurrentTable, DefaultIsCreatedLazilyOncePerSlot) {
   EXPECT_EQ(d.made, 3);
 }
 
+// try_get() never creates and never waits: an unset slot and a slot another
+// thread holds (here: making its default) are refused; a value and a
+// thread's override are read.
+TEST(CurrentTable, TryGetReadsOnlyWhatIsThereWithoutWaiting) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool making = false, release = false;
+  Table t([&](int slot) {
+    std::unique_lock<std::mutex> lock(m);
+    making = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return std::make_shared<int>(1000 + slot);
+  });
+  Ref out;
+  EXPECT_FALSE(t.try_get(0, out));
+  EXPECT_FALSE(out);
+  std::thread maker([&] { (void)t.get(0); });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return making; });
+  }
+  EXPECT_FALSE(t.try_get(0, out));  // the maker holds the slot
+  {
+    std::lock_guard<std::mutex> lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  maker.join();
+  ASSERT_TRUE(t.try_get(0, out));
+  EXPECT_EQ(*out, 1000);
+  Ref mine = std::make_shared<int>(7);
+  t.push(0, mine);
+  Ref top;
+  ASSERT_TRUE(t.try_get(0, top));
+  EXPECT_EQ(*top, 7);
+  Ref popped = t.pop(0);
+  Ref again;
+  ASSERT_TRUE(t.try_get(0, again));
+  EXPECT_EQ(again, out);
+}
+
 TEST(CurrentTable, SetReturnsThePrevious) {
   Defaults d;
   Table t(d.maker());

@@ -153,3 +153,66 @@ def test_quick_calls_while_another_thread_grows_the_pool_through_python():
         assert not t.is_alive() and grown and n > 1000
         print("ok")
     """)
+
+
+def test_cupy_hook_releases_the_gil_for_a_release_that_waits_for_another_thread():
+    # The upstream's functions are Python that tether never registered (a
+    # C-level resource another binding made: here cffi callbacks through the
+    # raw C API), so tether cannot tell they need the GIL. Another thread is
+    # inside the pool (a borrow of its handle), growing it through that
+    # upstream, which needs the GIL back after its sleep. Meanwhile CuPy's
+    # free (the C hook, called with the GIL held as CuPy does) drops the
+    # pool's last reference: destroying the pool waits for the borrow, so it
+    # must run with the GIL released. (Before stop 37 the hook kept the GIL
+    # whenever no registered Python callable existed, and this deadlocked.)
+    run_script("""
+        import ctypes, threading, time, tether
+        from tether._ffi import ffi, lib
+        host = tether.HostResource()
+        armed = threading.Event()
+        inside = threading.Event()
+
+        @ffi.callback("tether_status_t(void*, size_t, size_t, tether_stream_t, void**)")
+        def up_alloc(ctx, n, a, s, out):
+            if armed.is_set():
+                inside.set()
+                time.sleep(0.3)  # lets the main thread run; needs the GIL back to go on
+            out[0] = ffi.cast("void*", host.allocate(n, a))
+            return 0
+
+        @ffi.callback("tether_status_t(void*, void*, size_t, size_t, tether_stream_t)")
+        def up_free(ctx, p, n, a, s):
+            host.deallocate(int(ffi.cast("uintptr_t", p)), n, a)
+            return 0
+
+        vt = ffi.new("tether_callback_vtable_t*")
+        assert lib.tether_callback_vtable_init(vt, ffi.sizeof("tether_callback_vtable_t")) == 0
+        vt.allocate, vt.deallocate = up_alloc, up_free
+        out = ffi.new("tether_resource_t**")
+        assert lib.tether_callback_resource_create(vt, ffi.NULL, ffi.NULL, out) == 0
+        up = tether.Resource.from_handle(int(ffi.cast("uintptr_t", out[0])), owned=True)
+        # CuPy's calls into the C hook (CFunctionAllocator): the GIL held throughout.
+        MALLOC = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)(
+            int(ffi.cast("intptr_t", ffi.addressof(lib, "_tether_py_cupy_malloc"))))
+        FREE = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(
+            int(ffi.cast("intptr_t", ffi.addressof(lib, "_tether_py_cupy_free"))))
+        for round in range(3):
+            pool = tether.PoolResource(up, initial_size=0, growth_size="64 KiB")
+            hook = lib._tether_py_cupy_hook_new(pool._h, -1, ffi.NULL, 0)
+            param = int(ffi.cast("intptr_t", hook))
+            p = MALLOC(param, 256, tether.HOST)
+            assert p
+            lib._tether_py_cupy_hook_delete(hook)  # the allocator object died: p's entry keeps the hook
+            armed.set()
+            held = []
+            t = threading.Thread(target=lambda: held.append(pool.allocate(f"{1 + round} MiB")))
+            t.start()
+            assert inside.wait(30)
+            pool.close()  # the hook's reference (kept for p) is now the pool's last
+            FREE(param, p, tether.HOST)
+            t.join(60)
+            assert not t.is_alive() and held  # (its memory went with the pool: orphaned, not freed)
+            armed.clear()
+            inside.clear()
+        print("ok")
+    """)

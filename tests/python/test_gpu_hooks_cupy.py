@@ -10,6 +10,7 @@ the others hold for whichever path this CuPy gets."""
 from __future__ import annotations
 
 import gc
+import subprocess
 
 import pytest
 
@@ -230,3 +231,46 @@ def test_many_threads_allocate_concurrently(pools):
     gc.collect()
     assert _bytes(a) == 0
     del alloc
+
+
+@pytest.mark.parametrize("which", ["fixed", "current"])
+def test_no_deadlock_when_cuda_waits_for_a_python_host_function(run_python, which):
+    # A Python host function on a stream needs the GIL to finish, and a
+    # cuMemFree (a CudaResource has no pool) waits for the device, host
+    # functions included. The hook holds the GIL only on the quick paths,
+    # which make no CUDA call: this free must run with the GIL released, or
+    # neither side can go on (before stop 37 the C hook kept the GIL here
+    # whenever no tether Python callable was registered). In a subprocess
+    # with a timeout, so a deadlock fails the test instead of hanging the run.
+    code = f"""
+import threading, time
+import cupy, tether, tether.cupy as tcupy
+cuda = tether.CudaResource(0)
+if "{which}" == "current":
+    tether.set_current_resource(cuda, 0)
+    alloc = tcupy.allocator()
+else:
+    alloc = tcupy.allocator(cuda)
+cupy.cuda.Device(0).use()
+cupy.cuda.set_allocator(alloc)
+s = cupy.cuda.Stream(non_blocking=True)
+started = threading.Event()
+
+def host_function(_):
+    started.set()
+    time.sleep(0.3)  # lets the main thread run; needs the GIL back to return
+
+for _ in range(3):
+    y = cupy.empty(1 << 20, dtype=cupy.uint8)
+    s.launch_host_func(host_function, None)
+    assert started.wait(30)
+    del y  # cuMemFree: waits for the host function
+    started.clear()
+s.synchronize()
+print("ok")
+"""
+    try:
+        out = run_python(code, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"deadlock: the script did not finish in 120 s\n{e.stdout}\n{e.stderr}")
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr

@@ -66,6 +66,25 @@ class CurrentTable {
     return s.value;
   }
 
+  // get() that never waits and never creates: the thread's override, else a
+  // copy of the process slot's reference if its mutex is free and the slot
+  // has a value. False (out untouched) otherwise - the caller then calls
+  // get(). For callers that must not block (the quick paths that keep
+  // Python's GIL: capi/src/tether_internal.h). `out` must be empty.
+  bool try_get(int slot, Ref& out) {
+    Slot& s = slot_of(slot);
+    if (Overrides* o = t_active_) {
+      if (const Ref* top = o->top(id_, slot)) {
+        out = *top;
+        return true;
+      }
+    }
+    std::unique_lock<std::mutex> lock(s.mutex, std::try_to_lock);
+    if (!lock.owns_lock() || !s.value) return false;
+    out = s.value;
+    return true;
+  }
+
   // Install `value` in the process slot (empty: back to the default, and the
   // slot counts as unset again). Returns what was installed (empty if the slot
   // was unset). Throws Error(LOCKED) if the slot is locked. Threads' overrides
