@@ -664,10 +664,13 @@ TEST(PoolStreams, EveryFreeRecordsTheStreamsEventSoTheStreamIsNeverUsedAgain) {
 // stream-ordered upstream orders it there). Another stream takes it by
 // waiting on that stream's event - never by blocking the host (a blocked
 // stream, e.g. one waiting on a host-side gate, would deadlock a device-wide
-// synchronisation).
+// synchronisation). Since stop 37 an unbounded pool takes pieces of another
+// stream's partly used chunk only once upstream has no more memory (growth
+// order in pool.cpp), hence the limit here.
 TEST(PoolStreams, TheRestOfAGrownChunkIsTakenByWaitingOnAnEventNotTheDevice) {
   auto up = std::make_shared<test::OrderedUpstream>();
   auto pool = make_pool(up, 0, 0, MiB);  // no initial chunk: the first allocation grows
+  up->set_limit(MiB);  // upstream gives that one chunk only
   void* a = pool->allocate(256 * KiB, 0, 1);  // stream 1 grows a 1 MiB chunk, keeps 768 KiB
   up->allocated(a, 256 * KiB, 1);
   void* b = pool->allocate(256 * KiB, 0, 2);  // stream 2 takes from that rest
@@ -937,6 +940,99 @@ TEST(PoolStreams, AStreamAsksAnotherToRecordAndThenTakesItsMemory) {
   pool->deallocate(b, 2 * MiB, 0, 2);
   up->freed(c, MiB, 2);
   pool->deallocate(c, MiB, 0, 2);
+}
+
+// An unbounded pool hands another stream a chunk that is wholly free as a
+// whole: the stream waits on the owner's event once, and later allocations
+// from the rest of that chunk are its own (no second wait, no new chunk).
+TEST(PoolStreams, AWhollyFreeChunkMovesToAnotherStreamWhole) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* keep = pool->allocate(256, 0, 1);  // stream 1's first chunk (1 MiB), kept partly used
+  void* keep2 = pool->allocate(256, 0, 1);
+  void* a = pool->allocate(2 * MiB, 0, 1);  // a second one, exactly 2 MiB
+  up->allocated(keep, 256, 1);
+  up->allocated(keep2, 256, 1);
+  up->allocated(a, 2 * MiB, 1);
+  up->freed(a, 2 * MiB, 1);
+  pool->deallocate(a, 2 * MiB, 0, 1);  // fresh on stream 1
+  void* b = pool->allocate(4 * MiB, 0, 2);  // grows; asks stream 1 to record
+  up->allocated(b, 4 * MiB, 2);
+  up->freed(keep2, 256, 1);
+  pool->deallocate(keep2, 256, 0, 1);  // records: a's chunk is wholly free and covered
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  up->clear_waits();
+  void* c = pool->allocate(MiB, 0, 2);
+  void* d = pool->allocate(MiB, 0, 2);  // the rest of the chunk that moved
+  up->allocated(c, MiB, 2);
+  up->allocated(d, MiB, 2);
+  const auto lo = reinterpret_cast<std::uintptr_t>(a), hi = lo + 2 * MiB;
+  for (void* p : {c, d}) {
+    EXPECT_GE(reinterpret_cast<std::uintptr_t>(p), lo);
+    EXPECT_LT(reinterpret_cast<std::uintptr_t>(p), hi);
+  }
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{2, 1}}));  // once, for the whole chunk
+  EXPECT_EQ(up->violations(), 0u);
+  for (void* p : {c, d}) {
+    up->freed(p, MiB, 2);
+    pool->deallocate(p, MiB, 0, 2);
+  }
+  up->freed(b, 4 * MiB, 2);
+  pool->deallocate(b, 4 * MiB, 0, 2);
+  up->freed(keep, 256, 1);
+  pool->deallocate(keep, 256, 0, 1);
+}
+
+// Free memory in a chunk another stream still partly uses stays that
+// stream's while upstream has memory: the pool grows instead (threads on
+// their own streams would otherwise keep taking pieces back and forth).
+// Once upstream is out, the piece is taken after a wait on the owner's event,
+// and the allocation succeeds.
+TEST(PoolStreams, PiecesOfAnotherStreamsChunkOnlyOnceUpstreamIsOut) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* keep = pool->allocate(256, 0, 1);    // stream 1's chunk (1 MiB): keep stays in it
+  void* keep2 = pool->allocate(256, 0, 1);
+  void* a = pool->allocate(MiB / 2, 0, 1);
+  up->allocated(keep, 256, 1);
+  up->allocated(keep2, 256, 1);
+  up->allocated(a, MiB / 2, 1);
+  up->freed(a, MiB / 2, 1);
+  pool->deallocate(a, MiB / 2, 0, 1);      // fresh on stream 1
+  void* b = pool->allocate(2 * MiB, 0, 2);  // stream 2's chunk, exactly; asks stream 1 to record
+  up->allocated(b, 2 * MiB, 2);
+  up->freed(keep2, 256, 1);
+  pool->deallocate(keep2, 256, 0, 1);      // records: stream 1's free memory is covered
+  const auto lo = reinterpret_cast<std::uintptr_t>(keep), hi = lo + MiB;
+  const auto inside = [&](void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) >= lo && reinterpret_cast<std::uintptr_t>(p) < hi;
+  };
+  up->clear_waits();
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  void* c = pool->allocate(MiB / 2, 0, 2);  // would fit in stream 1's chunk: grows instead
+  up->allocated(c, MiB / 2, 2);
+  EXPECT_FALSE(inside(c));
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks + 1);
+  EXPECT_TRUE(up->waits().empty());
+  // Upstream has no more: the next one that stream 2's chunks cannot hold
+  // is carved from stream 1's chunk, after a wait on its event.
+  up->set_limit(core::pool_info(*pool).pool_size);
+  void* d = pool->allocate(3 * MiB / 4, 0, 2);
+  up->allocated(d, 3 * MiB / 4, 2);
+  EXPECT_TRUE(inside(d));
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks + 1);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{2, 1}}));
+  EXPECT_EQ(up->device_syncs(), 0u);
+  EXPECT_EQ(up->violations(), 0u);
+  for (auto [p, n] : {std::pair<void*, std::size_t>{b, 2 * MiB}, {c, MiB / 2}, {d, 3 * MiB / 4}}) {
+    up->freed(p, n, 2);
+    pool->deallocate(p, n, 0, 2);
+  }
+  up->freed(keep, 256, 1);
+  pool->deallocate(keep, 256, 0, 1);
 }
 
 // Once an unbounded pool has run out of memory it records at every free, so
