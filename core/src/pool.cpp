@@ -36,12 +36,13 @@
 // used after the free, since A may be destroyed by then). When B finds no
 // settled block and A has fresh ones, A is asked to record at its next free.
 // What B takes, in an unbounded pool: a chunk of A's that is wholly free and
-// settled moves to B whole; otherwise the pool grows, and B carves from A's
-// partly used chunks only when upstream has no more memory - a stream's
-// partly used chunks stay its own, as PyTorch's caching allocator keeps a
-// stream's blocks, since threads on their own streams that take pieces of
-// each other's chunks share chunk locks and keep taking them back (growth
-// order, in allocate_slow, has the figures).
+// settled moves to B whole; then pieces of A's memory as large as what A
+// received from other streams' frees (Arena::received: a consumer stream
+// freeing a producer's blocks); otherwise the pool grows, and B carves from
+// the rest of A's partly used chunks only when upstream has no more memory.
+// Threads on their own streams that took pieces of each other's chunks
+// shared chunk locks and kept taking them back (growth order, in
+// allocate_slow, has the figures).
 // A bounded pool, and any pool once it has run out of memory, records at
 // every free, so all its free memory is always available to every stream,
 // and takes another stream's settled block before it grows.
@@ -782,6 +783,7 @@ class PoolResource final : public Resource {
       order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
     }
     holder.used -= b->size;
+    if (&holder != &a) a.received += b->size;  // another stream's block: see Arena::received
     pool_detail::tally(a, owner, -1, bytes);
     holder.table.erase_at(slot);
     pool_detail::release_block(a, b, free_index(a));
@@ -943,22 +945,29 @@ class PoolResource final : public Resource {
     if (void* p = take_untouched(a, r)) return p;
     Waits waits(order_);
     // 2. Another stream's memory. Growth order: an unbounded pool that has
-    //    never run out of memory (!eager_) takes only another stream's wholly
-    //    free chunks before it grows, and pieces of its partly used chunks
-    //    after (step 3b). Taking pieces first, threads on their own streams
-    //    kept taking memory back and forth in steady state and shared the
-    //    chunks' locks: bench_pool_vs_malloc_core 200000 5 threads (default
-    //    options, 2 cores, three interleaved runs), 8 threads / 1 thread went
-    //    from 0.93 - 1.00 to 0.59 - 0.67 (the 8 GiB initial pool's figure:
-    //    0.54 - 0.58); over its 5 timed repetitions at 8 threads, 950 - 1351
-    //    takes from other streams and 37k - 44k waits for a chunk lock became
-    //    185 - 276 whole-chunk moves and none, and the pool held 2,300 - 2,440
-    //    MiB instead of 2,710 - 2,720 (pieces cut from other streams' chunks
-    //    cannot coalesce with either side).
+    //    never run out of memory (!eager_) takes, before it grows, another
+    //    stream's wholly free chunks, and pieces of another stream's memory
+    //    only up to what that stream received from others' frees
+    //    (Arena::received); other pieces after (step 3b). Taking any piece
+    //    first, threads on their own streams kept taking memory back and
+    //    forth in steady state and shared the chunks' locks:
+    //    bench_pool_vs_malloc_core 200000 5 threads (default options, 2
+    //    cores, interleaved runs), 8 threads / 1 thread went from 0.86 - 1.00
+    //    to 0.57 - 0.59 (the 8 GiB initial pool's figure: 0.54 - 0.57); over
+    //    its 5 timed repetitions at 8 threads, 950 - 1351 takes from other
+    //    streams and 37k - 44k waits for a chunk lock became 185 - 276
+    //    whole-chunk moves and none; the pool held 2,500 - 2,720 MiB (2,710 -
+    //    2,720 before). Taking only whole chunks, a producer stream whose
+    //    blocks a consumer stream frees grew without bound (bench_pool_vs_
+    //    malloc_core handoff, held / peak live, median / max of 8 seeds: 7.45
+    //    / 8.69 at 20,000 ops, 10.1 / 15.0 at 200,000); with the received
+    //    pieces taken back 1.300 / 1.446 and 1.239 / 1.287 (taking any piece
+    //    first: 1.416 / 2.263 and 1.261 / 1.295).
     const bool grow_first = order_ != nullptr && !eager_;
     if (grow_first) {
       if (void* p = take_free_chunk_elsewhere(a, r, waits)) return p;
-    } else if (void* p = take_settled_elsewhere(a, r, waits)) {
+      if (void* p = take_settled_elsewhere(a, r, waits, true)) return p;  // memory other streams freed for us
+    } else if (void* p = take_settled_elsewhere(a, r, waits, false)) {
       return p;
     }
     if (limited_ && r.need > maximum_) throw OutOfMemory(exhausted(r.bytes, r.alignment, ""));
@@ -970,7 +979,7 @@ class PoolResource final : public Resource {
     }
     // 3b. Upstream is out of memory: pieces of other streams' chunks.
     if (grow_first)
-      if (void* p = take_settled_elsewhere(a, r, waits)) return p;
+      if (void* p = take_settled_elsewhere(a, r, waits, false)) return p;
     if (void* p = take_everything(a, r, waits)) return p;
     if (void* p = release_and_grow(world, a, r, chunk, upstream_error)) return p;
     throw OutOfMemory(exhausted(r.bytes, r.alignment, upstream_error));
@@ -1030,6 +1039,7 @@ class PoolResource final : public Resource {
     Arena& other = *best->index->owner();
     reserve_records(a);
     waits.wait(a.stream, other.stream, other.event);
+    other.received -= std::min(other.received, best->size);
     {
       ChunkGuard g(best->chunk);
       other.settled.remove(best);
@@ -1048,14 +1058,16 @@ class PoolResource final : public Resource {
   // 2. Another stream's settled block, once our stream waits on its event.
   //    Streams with uncovered frees are asked to record at their next free.
   //    Requires the world.
-  void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits) {
+  void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits, bool only_received) {
     if (order_ == nullptr) return nullptr;
     for (const auto& other : arenas_) {
-      if (other.get() == &a) continue;
+      if (other.get() == &a || (only_received && other->received == 0)) continue;
       if (Block* b = other->settled.find(r.need)) {
         reserve_records(a);
         waits.wait(a.stream, other->stream, other->event);
-        return take(a, b, &other->settled, r.n, r.bytes, r.alignment, r.owner);
+        void* p = take(a, b, &other->settled, r.n, r.bytes, r.alignment, r.owner);
+        other->received -= std::min(other->received, r.n);
+        return p;
       }
       if (!other->fresh.empty()) other->record_requested = true;
     }
@@ -1084,6 +1096,7 @@ class PoolResource final : public Resource {
           }
         }
         other->unrecorded = 0;
+        other->received = 0;  // all of it is a's now
         moved = true;
       }
       while (Block* b = untouched_.any()) {

@@ -233,6 +233,11 @@ struct alignas(64) Arena {
   NodePool nodes;
   std::size_t used = 0;                  // bytes in the blocks of `table`
   std::size_t slab_bytes = 0;            // untouched memory taken as chunks of its own (pool.cpp)
+  // Bytes of blocks other arenas handed out that were freed on this stream
+  // (into this arena's indexes), less what other streams took back since:
+  // an unbounded pool lets another stream carve pieces of this arena's
+  // memory before growing only while this is not 0 (pool.cpp, growth order).
+  std::size_t received = 0;
   QuickCache quick;                      // small blocks freed on this stream, kept whole
   // Frees not merged yet (merge_unmerged): at most kUnmerged blocks, out of
   // `table`, still allocated-looking (index nullptr, counted in their

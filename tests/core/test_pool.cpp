@@ -1035,6 +1035,41 @@ TEST(PoolStreams, PiecesOfAnotherStreamsChunkOnlyOnceUpstreamIsOut) {
   pool->deallocate(keep, 256, 0, 1);
 }
 
+// Memory one stream allocated and another freed (a producer stream whose
+// buffers a consumer stream frees) goes back to a stream that needs it before
+// the pool grows, even as a piece of a partly used chunk: otherwise each such
+// free would leave the consumer with memory it never asked for, and the pool
+// would grow without bound (bench_pool_vs_malloc_core handoff).
+TEST(PoolStreams, MemoryFreedOnAnotherStreamIsTakenBackBeforeGrowing) {
+  auto up = std::make_shared<test::OrderedUpstream>();
+  auto pool = make_pool(up, 0, 0, MiB);
+  void* keep = pool->allocate(256, 0, 1);    // stream 1's chunk (1 MiB)
+  void* x = pool->allocate(MiB / 2, 0, 1);  // in it
+  up->allocated(keep, 256, 1);
+  up->allocated(x, MiB / 2, 1);
+  up->freed(x, MiB / 2, 2);
+  pool->deallocate(x, MiB / 2, 0, 2);  // freed on stream 2: now in stream 2's memory, not covered yet
+  void* y = pool->allocate(3 * MiB / 4, 0, 1);  // nothing fits: grows, and asks stream 2 to record
+  up->allocated(y, 3 * MiB / 4, 1);
+  void* z = pool->allocate(256, 0, 2);
+  up->allocated(z, 256, 2);
+  up->freed(z, 256, 2);
+  pool->deallocate(z, 256, 0, 2);  // stream 2 records: x's piece is covered
+  const std::size_t chunks = core::pool_info(*pool).chunk_count;
+  up->clear_waits();
+  void* w = pool->allocate(MiB / 2, 0, 1);  // x's piece, back from stream 2
+  up->allocated(w, MiB / 2, 1);
+  EXPECT_EQ(w, x);
+  EXPECT_EQ(core::pool_info(*pool).chunk_count, chunks);
+  using W = std::vector<std::pair<core::stream_t, core::stream_t>>;
+  EXPECT_EQ(up->waits(), (W{{1, 2}}));
+  EXPECT_EQ(up->violations(), 0u);
+  for (auto [p, n] : {std::pair<void*, std::size_t>{keep, 256}, {y, 3 * MiB / 4}, {w, MiB / 2}}) {
+    up->freed(p, n, 1);
+    pool->deallocate(p, n, 0, 1);
+  }
+}
+
 // Once an unbounded pool has run out of memory it records at every free, so
 // later shortages are met by waiting on events, not by synchronising the device.
 TEST(PoolStreams, AfterRunningOutEveryFreeIsCovered) {
