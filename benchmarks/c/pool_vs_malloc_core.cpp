@@ -8,7 +8,8 @@
 // stream (the GPU benchmark's footprint, on the CPU); and threads on their own streams of a
 // stream-ordered pool over host memory whose events cost nothing (the
 // pool's own scaling, without a driver), with and without an initial size;
-// and the footprint of memory handed from one stream to another (handoff).
+// and the footprint of memory handed from one stream to another, and of
+// one stream after another (handoff).
 //
 // usage: bench_pool_vs_malloc_core [ops (default 2000000)] [repetitions (default 5)] [sections]
 //   sections: a comma-separated subset of random,hot,sweep,footprint,footprint-ordered,threads,handoff (default: all)
@@ -273,6 +274,32 @@ void handoff(std::size_t ops) {
           [&](void* p, std::size_t size) {
             from.erase(p);
             pool->deallocate(p, size, 0, 2);  // stream 2 frees its own and stream 1's
+            bytes -= size;
+          });
+    r.push_back(static_cast<double>(core::pool_info(*pool).pool_size) / static_cast<double>(peak));
+    std::printf(" %.3f", r.back());
+    std::free(pat.ops);
+  }
+  std::printf("\n  median %.3f, max %.3f over 8 seeds\n", bench_median(r.data(), r.size()),
+              *std::max_element(r.begin(), r.end()));
+  // Phases: stream 1 replays the pattern, then stream 2 does, on one pool.
+  std::printf("phases: the same pool replays the pattern on stream 1, then on stream 2; held / peak live:\n ");
+  r.clear();
+  for (unsigned seed : {0x7e7be5u, 1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
+    bench_pattern pat;
+    if (bench_make_pattern(&pat, ops, seed) != 0) std::abort();
+    auto pool = core::make_pool_resource(std::make_shared<FreeEventsUpstream>(), core::PoolOptions{});
+    std::size_t bytes = 0, peak = 0;
+    for (core::stream_t s : {core::stream_t{1}, core::stream_t{2}})
+      bench_replay(
+          pat, g_live,
+          [&](std::size_t size) {
+            bytes += size;
+            peak = std::max(peak, bytes);
+            return pool->allocate(size, 0, s);
+          },
+          [&](void* p, std::size_t size) {
+            pool->deallocate(p, size, 0, s);
             bytes -= size;
           });
     r.push_back(static_cast<double>(core::pool_info(*pool).pool_size) / static_cast<double>(peak));
