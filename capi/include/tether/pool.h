@@ -83,10 +83,15 @@ typedef struct tether_pool_info {
  * blocks cannot serve is served, in this order, by: memory no stream has used
  * yet (no wait; a large initial_size is handed to the streams in slabs that
  * grow with each stream's use, so threads on different streams do not share
- * a lock); a block another stream A freed and has covered by an event
+ * a lock); memory another stream A freed and has covered by an event
  * recorded after the free - B then waits on that event (cuStreamWaitEvent:
  * the host does not block, and A's handle is never used again, since A may
- * have been destroyed meanwhile); growing from upstream; and only when growing
+ * have been destroyed meanwhile) - where, in a pool without a maximum_size
+ * that has not run out of memory, only a chunk of A's that is wholly free
+ * (B takes it whole) or memory A received from frees of blocks other streams
+ * allocated (as much as it received) is taken before growing, and other
+ * pieces of A's partly used chunks only after growing failed; growing from
+ * upstream; and only when growing
  * fails, every stream's free memory - B waits on each stream's event, or
  * synchronises the whole device once if some of those frees are not covered
  * by an event yet - and finally wholly free chunks given back and exactly the
