@@ -1030,7 +1030,8 @@ class PoolResource final : public Resource {
       Block* b = c->first;
       if (c->allocated != 0 || b->next_phys != nullptr || b->size < r.need) continue;
       const Arena* other = b->index->owner();
-      if (other == nullptr || other == &a || b->index != &other->settled) continue;
+      // (settled blocks were covered by the owner's event: it has one)
+      if (other == nullptr || other == &a || b->index != &other->settled || other->event == nullptr) continue;
       if (best == nullptr || b->size < best->size) best = b;
     }
     if (best == nullptr) {
