@@ -182,14 +182,32 @@ struct ArenaCacheEntry {
   stream_t stream = 0;
   pool_detail::Arena* arena = nullptr;
 };
-// The arenas this thread used last, by (pool serial, stream).
-thread_local ArenaCacheEntry t_arena_cache[8];
+// The pool's per-thread state, one thread_local: libtether is often
+// dlopen'ed (by Python), and then each thread_local a function touches costs
+// a call (_dl_tlsdesc_dynamic, 17 instructions). As three thread_locals, the
+// quick free made four such calls and the quick allocation two; now one each
+// (callgrind of the CuPy hook's malloc+free on a host pool under Python, per
+// pair: tether_internal_allocate_quick 241 -> 221 instructions,
+// tether_internal_deallocate_quick 317 -> 256).
+struct PoolThreadState {
+  ArenaCacheEntry arena_cache[8];  // the arenas this thread used last, by (pool serial, stream)
+  // The quick path's mode (PoolResource::do_try_allocate_quick): set while
+  // it runs the fast path, whose steps that could wait then refuse instead,
+  // and say so in quick_refused (frees; an allocation returns nullptr).
+  bool quick = false;
+  bool quick_refused = false;
+};
+thread_local PoolThreadState t_pool;  // constant-initialised: no TLS guard
 
-// The quick path's mode (PoolResource::do_try_allocate_quick): set while it
-// runs the fast path, whose steps that could wait then refuse instead, and
-// say so in t_quick_refused (frees; an allocation returns nullptr).
-thread_local bool t_quick = false;
-thread_local bool t_quick_refused = false;
+// This thread's t_pool, for a function that uses it on both sides of a call:
+// GCC recomputes a thread_local's address after each call rather than keep
+// it in a register (a _dl_tlsdesc_dynamic call each time when dlopen'ed);
+// the empty asm makes the address an opaque value, kept like any other.
+inline PoolThreadState& pool_thread() noexcept {
+  PoolThreadState* t = &t_pool;
+  asm("" : "+r"(t));
+  return *t;
+}
 
 using pool_detail::Arena;
 using pool_detail::ChunkGuard;
@@ -399,7 +417,7 @@ class PoolResource final : public Resource {
   // arena, wait for its lock, then the same steps.
   __attribute__((noinline)) void* allocate_locking(owner_t owner, std::size_t bytes, std::size_t alignment,
                                                    stream_t stream) {
-    if (t_quick) return nullptr;  // the quick path: no lookup (world_), no waiting for the lock
+    if (t_pool.quick) return nullptr;  // the quick path: no lookup (world_), no waiting for the lock
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
     Arena& a = arena_for(stream);
     a.mutex.lock();
@@ -449,7 +467,7 @@ class PoolResource final : public Resource {
   }
 
   // The quick path (Resource::try_allocate_quick and try_deallocate_quick)
-  // is the fast path itself, run with t_quick set: each step that could
+  // is the fast path itself, run with t_pool.quick set: each step that could
   // wait, record or query an event, or call upstream refuses instead -
   // an arena not at hand (finding one takes world_, which the slow paths
   // hold across device synchronisations) or its lock taken (try_lock
@@ -468,28 +486,30 @@ class PoolResource final : public Resource {
   // random +44 instructions per pair. As a mode: +7 on the pairs that miss
   // the quick cache, tally no longer inlined into the free, hot256 -2.)
   void* do_try_allocate_quick(std::size_t bytes, std::size_t alignment, stream_t stream) noexcept override {
+    PoolThreadState& t = pool_thread();  // one TLS lookup for both writes
     void* p = nullptr;
-    t_quick = true;
+    t.quick = true;
     try {
       p = do_allocate_for(kCaller, bytes, alignment, stream);
     } catch (...) {
       // No record to carve with (bad_alloc): nothing taken.
     }
-    t_quick = false;
+    t.quick = false;
     return p;
   }
 
   bool do_try_deallocate_quick(void* ptr, std::size_t bytes, std::size_t alignment,
                                stream_t stream) noexcept override {
-    t_quick = true;
-    t_quick_refused = false;
+    PoolThreadState& t = pool_thread();
+    t.quick = true;
+    t.quick_refused = false;
     try {
       do_deallocate_for(kCaller, ptr, bytes, alignment, stream);
     } catch (...) {
-      t_quick_refused = true;  // rejected (reject_free_locked): nothing changed
+      t.quick_refused = true;  // rejected (reject_free_locked): nothing changed
     }
-    t_quick = false;
-    return !t_quick_refused;
+    t.quick = false;
+    return !t.quick_refused;
   }
 
   // As in do_allocate_for, an arena not at hand or a lock taken go out of
@@ -533,9 +553,9 @@ class PoolResource final : public Resource {
   }
   __attribute__((noinline)) void free_uncached_locked(Arena& a, std::size_t slot, Block* b, std::size_t bytes,
                                                       owner_t owner, bool rec) {
-    if (t_quick) {  // the quick path: a record is due (a CUDA call)
+    if (t_pool.quick) {  // the quick path: a record is due (a CUDA call)
       a.mutex.unlock();
-      t_quick_refused = true;
+      t_pool.quick_refused = true;
       return;
     }
     std::lock_guard<pool_detail::ArenaLock> lock(a.mutex, std::adopt_lock);
@@ -545,8 +565,8 @@ class PoolResource final : public Resource {
   // do_deallocate_for when no arena is at hand or its lock is taken.
   __attribute__((noinline)) void deallocate_locking(owner_t owner, void* ptr, std::size_t bytes,
                                                     std::size_t alignment, stream_t stream) {
-    if (t_quick) {  // the quick path: no lookup (world_), no waiting for the lock
-      t_quick_refused = true;
+    if (t_pool.quick) {  // the quick path: no lookup (world_), no waiting for the lock
+      t_pool.quick_refused = true;
       return;
     }
     if (order_ == nullptr) stream = 0;  // (arena_for() ignores it then anyway)
@@ -564,8 +584,8 @@ class PoolResource final : public Resource {
   // Out of line: the fast path above then saves fewer registers.
   __attribute__((noinline)) void free_elsewhere(Arena& a, std::uintptr_t addr, std::size_t bytes,
                                                 std::size_t alignment, owner_t owner) {
-    if (t_quick) {  // the quick path: another arena's block (or not ours) needs the world
-      t_quick_refused = true;
+    if (t_pool.quick) {  // the quick path: another arena's block (or not ours) needs the world
+      t_pool.quick_refused = true;
       return;
     }
     World world(*this);
@@ -664,7 +684,7 @@ class PoolResource final : public Resource {
     return e.serial == serial_ && e.stream == stream ? e.arena : nullptr;
   }
   ArenaCacheEntry& cache_entry(stream_t stream) const noexcept {
-    return t_arena_cache[(static_cast<std::uint64_t>(stream) * 0x9E3779B97F4A7C15ull + serial_) >> 61];
+    return t_pool.arena_cache[(static_cast<std::uint64_t>(stream) * 0x9E3779B97F4A7C15ull + serial_) >> 61];
   }
 
   // The arena of `stream` (created on first use). Arenas live as long as the
@@ -935,7 +955,7 @@ class PoolResource final : public Resource {
   // below, in order, until one succeeds. Requires nothing locked.
   void* allocate_slow(Arena& a, std::size_t n, std::size_t need, std::size_t bytes, std::size_t alignment,
                       owner_t owner) {
-    if (t_quick) return nullptr;  // the quick path: every step below may wait, record events or grow
+    if (t_pool.quick) return nullptr;  // the quick path: every step below may wait, record events or grow
     const Request r{n, need, bytes, alignment, owner};
     World world(*this);
     // 0. Our own blocks again (another thread on our stream may have freed
