@@ -1043,8 +1043,13 @@ class PoolResource final : public Resource {
   //    a's `fresh` index: a's own event does not cover that wait yet.
   //    nullptr if none; then streams with uncovered frees are asked to
   //    record at their next free, as in take_settled_elsewhere. Requires
-  //    the world.
-  void* take_free_chunk_elsewhere(Arena& a, const Request& r, Waits& waits) {
+  //    the world. Cold, as take_settled_elsewhere: inlined (twice, for the
+  //    latter) they used up GCC's inlining budget for this file, which then
+  //    left merge_unmerged, AddressTable::erase_at and BiasedLock::unlock
+  //    out of line in the fast paths - bench_pool_callgrind random 676.7
+  //    -> 704.7 instructions per pair against 86ade50; cold, 670.6 (hot256
+  //    232.0 -> 233.0, steady 1000 621.4 -> 615.8).
+  __attribute__((noinline, cold)) void* take_free_chunk_elsewhere(Arena& a, const Request& r, Waits& waits) {
     Block* best = nullptr;
     for (Chunk* c = chunks_; c != nullptr; c = c->next) {
       Block* b = c->first;
@@ -1081,7 +1086,7 @@ class PoolResource final : public Resource {
   // 2. Another stream's settled block, once our stream waits on its event.
   //    Streams with uncovered frees are asked to record at their next free.
   //    Requires the world.
-  void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits, bool only_received) {
+  __attribute__((noinline, cold)) void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits, bool only_received) {
     if (order_ == nullptr) return nullptr;
     for (const auto& other : arenas_) {
       if (other.get() == &a || (only_received && other->received == 0)) continue;
