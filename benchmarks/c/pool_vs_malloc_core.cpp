@@ -21,7 +21,6 @@
 #include <cstring>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "random_pattern.h"
@@ -186,26 +185,37 @@ void sweep(std::size_t reps) {
 // free events, on one stream: the GPU benchmark's footprint (bench_gpu_alloc,
 // a stream-ordered pool over CUDA), reproduced on the CPU (the pool decides
 // the same; its fresh/settled indexes make the figure differ from the host's).
-double footprint_ratio(const bench_pattern& pat, bool ordered, core::PoolInfo& info, std::size_t& peak_out) {
-  core::ResourcePtr up = ordered ? core::ResourcePtr(std::make_shared<FreeEventsUpstream>()) : core::make_host_resource();
-  auto pool = core::make_pool_resource(up, core::PoolOptions{});
-  const core::stream_t s = ordered ? 1 : 0;
-  std::size_t bytes = 0, peak = 0;
-  for (int r = 0; r < 3; ++r)
+// Replays `pat` `reps` times on `pool`, the k-th allocation of replay r on
+// stream alloc_on(r, k), every free of replay r on stream free_on(r); returns
+// held / peak live bytes (the peak in peak_out).
+template <class AllocOn, class FreeOn>
+double held_over_peak(const bench_pattern& pat, core::Resource& pool, int reps, AllocOn alloc_on, FreeOn free_on,
+                      std::size_t& peak_out) {
+  std::size_t bytes = 0, peak = 0, k = 0;
+  for (int r = 0; r < reps; ++r)
     bench_replay(
         pat, g_live,
         [&](std::size_t size) {
           bytes += size;
           peak = std::max(peak, bytes);
-          return pool->allocate(size, 0, s);
+          return pool.allocate(size, 0, alloc_on(r, k++));
         },
         [&](void* p, std::size_t size) {
-          pool->deallocate(p, size, 0, s);
+          pool.deallocate(p, size, 0, free_on(r));
           bytes -= size;
         });
-  info = core::pool_info(*pool);
   peak_out = peak;
-  return static_cast<double>(info.pool_size) / static_cast<double>(peak);
+  return static_cast<double>(core::pool_info(pool).pool_size) / static_cast<double>(peak);
+}
+
+double footprint_ratio(const bench_pattern& pat, bool ordered, core::PoolInfo& info, std::size_t& peak_out) {
+  core::ResourcePtr up = ordered ? core::ResourcePtr(std::make_shared<FreeEventsUpstream>()) : core::make_host_resource();
+  auto pool = core::make_pool_resource(up, core::PoolOptions{});
+  const core::stream_t s = ordered ? 1 : 0;
+  const double ratio = held_over_peak(
+      pat, *pool, 3, [s](int, std::size_t) { return s; }, [s](int) { return s; }, peak_out);
+  info = core::pool_info(*pool);
+  return ratio;
 }
 
 // The first seed is `pat`'s (the host line) or, ordered, bench_gpu_alloc's
@@ -242,72 +252,48 @@ void footprint(const bench_pattern& pat, bool ordered) {
               worst <= 1.25 ? "met" : "MISSED");
 }
 
-// Memory handed from one stream to another: the random pattern, each
-// allocation on stream 1 or 2 (alternately), and every block stream 1
-// allocated freed on stream 2 (a producer stream whose buffers a consumer
-// stream frees, as a copy stream's in a PyTorch input pipeline), 3 times;
-// held / peak live of a stream-ordered pool with default options, for
-// 8 seeds. The cross-stream frees leave stream 1's memory in stream 2's
-// arena: unless stream 1 takes it back, the pool grows.
+// held / peak live of `run` (a fresh stream-ordered pool over host memory,
+// default options) for the 8 seeds of the footprint section, on one line.
+template <class Run>
+void seeds_line(std::size_t ops, Run run) {
+  std::vector<double> r;
+  std::printf(" ");
+  for (unsigned seed : {0x7e7be5u, 1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
+    bench_pattern pat;
+    if (bench_make_pattern(&pat, ops, seed) != 0) std::abort();
+    auto pool = core::make_pool_resource(std::make_shared<FreeEventsUpstream>(), core::PoolOptions{});
+    std::size_t peak = 0;
+    r.push_back(run(pat, *pool, peak));
+    std::printf(" %.3f", r.back());
+    std::free(pat.ops);
+  }
+  std::printf("\n  median %.3f, max %.3f over 8 seeds\n", bench_median(r.data(), r.size()),
+              *std::max_element(r.begin(), r.end()));
+}
+
+// Memory handed from one stream to another: the random pattern 3 times,
+// allocations alternately on streams 1 and 2, every block freed on stream 2
+// (so stream 1's blocks are freed by another stream: a producer stream whose
+// buffers a consumer stream frees, as a copy stream's in a PyTorch input
+// pipeline). The cross-stream frees leave stream 1's memory in stream 2's
+// arena: unless stream 1 takes it back, the pool grows. Then phases: one
+// stream after another on one pool (stream 1 replays the pattern, then
+// stream 2).
 void handoff(std::size_t ops) {
   std::printf("\nhandoff: stream-ordered pool over host memory, default options, the random pattern (%zu ops) 3 times, "
-              "allocations alternately on streams 1 and 2, stream 1's blocks freed on stream 2; held / peak live:\n ",
+              "allocations alternately on streams 1 and 2, every block freed on stream 2; held / peak live:\n",
               ops);
-  std::vector<double> r;
-  for (unsigned seed : {0x7e7be5u, 1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
-    bench_pattern pat;
-    if (bench_make_pattern(&pat, ops, seed) != 0) std::abort();
-    auto pool = core::make_pool_resource(std::make_shared<FreeEventsUpstream>(), core::PoolOptions{});
-    std::unordered_map<void*, core::stream_t> from;
-    std::size_t bytes = 0, peak = 0, k = 0;
-    for (int rep = 0; rep < 3; ++rep)
-      bench_replay(
-          pat, g_live,
-          [&](std::size_t size) {
-            const core::stream_t s = (k++ & 1u) != 0 ? 2 : 1;
-            void* p = pool->allocate(size, 0, s);
-            from[p] = s;
-            bytes += size;
-            peak = std::max(peak, bytes);
-            return p;
-          },
-          [&](void* p, std::size_t size) {
-            from.erase(p);
-            pool->deallocate(p, size, 0, 2);  // stream 2 frees its own and stream 1's
-            bytes -= size;
-          });
-    r.push_back(static_cast<double>(core::pool_info(*pool).pool_size) / static_cast<double>(peak));
-    std::printf(" %.3f", r.back());
-    std::free(pat.ops);
-  }
-  std::printf("\n  median %.3f, max %.3f over 8 seeds\n", bench_median(r.data(), r.size()),
-              *std::max_element(r.begin(), r.end()));
-  // Phases: stream 1 replays the pattern, then stream 2 does, on one pool.
-  std::printf("phases: the same pool replays the pattern on stream 1, then on stream 2; held / peak live:\n ");
-  r.clear();
-  for (unsigned seed : {0x7e7be5u, 1u, 2u, 3u, 4u, 5u, 6u, 7u}) {
-    bench_pattern pat;
-    if (bench_make_pattern(&pat, ops, seed) != 0) std::abort();
-    auto pool = core::make_pool_resource(std::make_shared<FreeEventsUpstream>(), core::PoolOptions{});
-    std::size_t bytes = 0, peak = 0;
-    for (core::stream_t s : {core::stream_t{1}, core::stream_t{2}})
-      bench_replay(
-          pat, g_live,
-          [&](std::size_t size) {
-            bytes += size;
-            peak = std::max(peak, bytes);
-            return pool->allocate(size, 0, s);
-          },
-          [&](void* p, std::size_t size) {
-            pool->deallocate(p, size, 0, s);
-            bytes -= size;
-          });
-    r.push_back(static_cast<double>(core::pool_info(*pool).pool_size) / static_cast<double>(peak));
-    std::printf(" %.3f", r.back());
-    std::free(pat.ops);
-  }
-  std::printf("\n  median %.3f, max %.3f over 8 seeds\n", bench_median(r.data(), r.size()),
-              *std::max_element(r.begin(), r.end()));
+  seeds_line(ops, [](const bench_pattern& pat, core::Resource& pool, std::size_t& peak) {
+    return held_over_peak(
+        pat, pool, 3, [](int, std::size_t k) { return core::stream_t{(k & 1u) != 0 ? 2u : 1u}; },
+        [](int) { return core::stream_t{2}; }, peak);
+  });
+  std::printf("phases: the same pool replays the pattern on stream 1, then on stream 2; held / peak live:\n");
+  seeds_line(ops, [](const bench_pattern& pat, core::Resource& pool, std::size_t& peak) {
+    return held_over_peak(
+        pat, pool, 2, [](int r, std::size_t) { return core::stream_t{r == 0 ? 1u : 2u}; },
+        [](int r) { return core::stream_t{r == 0 ? 1u : 2u}; }, peak);
+  });
 }
 
 void scaling(std::size_t ops, std::size_t reps) {
