@@ -91,11 +91,10 @@ typedef struct tether_pool_info {
  * (B takes it whole) or memory A received from frees of blocks other streams
  * allocated (as much as it received) is taken before growing, and other
  * pieces of A's partly used chunks only after growing failed; growing from
- * upstream; and only when growing
- * fails, every stream's free memory - B waits on each stream's event, or
- * synchronises the whole device once if some of those frees are not covered
- * by an event yet - and finally wholly free chunks given back and exactly the
- * needed size asked for. A stream records its event every 64 frees, or at its
+ * upstream; and only when growing fails, every stream's free memory - B
+ * waits on each stream's event, or synchronises the whole device once if
+ * some of those frees are not covered by an event yet - and finally wholly
+ * free chunks given back and exactly the needed size asked for. A stream records its event every 64 frees, or at its
  * next free once another stream asked for its memory; a pool with a
  * maximum_size, and any pool after it first ran out of memory, records at
  * every free. trim() and the pool's destruction make stream 0 wait on every
