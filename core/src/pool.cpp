@@ -591,7 +591,11 @@ class PoolResource final : public Resource {
     World world(*this);
     for (const auto& holder : arenas_) {
       const std::size_t slot = holder->table.find(addr);
-      if (slot != BlockTable::npos) return free_block(a, *holder, slot, bytes, alignment, owner);
+      if (slot == BlockTable::npos) continue;
+      const std::size_t size = holder->table.at(slot)->size;
+      free_block(a, *holder, slot, bytes, alignment, owner);  // throws, changing nothing, if rejected
+      if (holder.get() != &a) a.received += size;  // another stream's block: see Arena::received
+      return;
     }
     throw_not_ours(addr);
   }
@@ -803,7 +807,6 @@ class PoolResource final : public Resource {
       order_->record_event(a.event, a.stream);  // may throw; nothing changed yet
     }
     holder.used -= b->size;
-    if (&holder != &a) a.received += b->size;  // another stream's block: see Arena::received
     pool_detail::tally(a, owner, -1, bytes);
     holder.table.erase_at(slot);
     pool_detail::release_block(a, b, free_index(a));
@@ -986,12 +989,9 @@ class PoolResource final : public Resource {
     //    (its phases line): 1.720 / 2.188 and 1.504 / 1.920 (before: 1.883 /
     //    2.054 and 1.600 / 1.920).
     const bool grow_first = order_ != nullptr && !eager_;
-    if (grow_first) {
+    if (grow_first)
       if (void* p = take_free_chunk_elsewhere(a, r, waits)) return p;
-      if (void* p = take_settled_elsewhere(a, r, waits, true)) return p;  // memory other streams freed for us
-    } else if (void* p = take_settled_elsewhere(a, r, waits, false)) {
-      return p;
-    }
+    if (void* p = take_settled_elsewhere(a, r, waits, grow_first)) return p;  // grow_first: only what others freed to them
     if (limited_ && r.need > maximum_) throw OutOfMemory(exhausted(r.bytes, r.alignment, ""));
     // 3. Grow (merging the wholly free chunks into the new one).
     std::string upstream_error;
@@ -1040,15 +1040,18 @@ class PoolResource final : public Resource {
   // 2. (unbounded pools) Another stream's chunk that is wholly free, one
   //    settled block, and holds the request: the smallest such chunk moves
   //    to a whole, once a's stream waits on the other stream's event. Into
-  //    a's `fresh` index: a's own event does not cover that wait yet.
-  //    nullptr if none; then streams with uncovered frees are asked to
-  //    record at their next free, as in take_settled_elsewhere. Requires
+  //    a's `fresh` index (what carving leaves): a's own event does not
+  //    cover that wait yet. nullptr if none (take_settled_elsewhere, which
+  //    runs next, asks streams with uncovered frees to record). Requires
   //    the world. Cold, as take_settled_elsewhere: inlined (twice, for the
   //    latter) they used up GCC's inlining budget for this file, which then
   //    left merge_unmerged, AddressTable::erase_at and BiasedLock::unlock
   //    out of line in the fast paths - bench_pool_callgrind random 676.7
   //    -> 704.7 instructions per pair against 86ade50; cold, 670.6 (hot256
-  //    232.0 -> 233.0, steady 1000 621.4 -> 615.8).
+  //    232.0 -> 233.0, steady 1000 621.4 -> 615.8). Arena::received is
+  //    counted in free_elsewhere, the one path that frees another arena's
+  //    block, not in the free_uncached every free inlines: hot256 233.0 ->
+  //    216.0.
   __attribute__((noinline, cold)) void* take_free_chunk_elsewhere(Arena& a, const Request& r, Waits& waits) {
     Block* best = nullptr;
     for (Chunk* c = chunks_; c != nullptr; c = c->next) {
@@ -1059,21 +1062,14 @@ class PoolResource final : public Resource {
       if (other == nullptr || other == &a || b->index != &other->settled || other->event == nullptr) continue;
       if (best == nullptr || b->size < best->size) best = b;
     }
-    if (best == nullptr) {
-      for (const auto& other : arenas_)
-        if (other.get() != &a && !other->fresh.empty()) other->record_requested = true;
-      return nullptr;
-    }
+    if (best == nullptr) return nullptr;
     Arena& other = *best->index->owner();
     reserve_records(a);
     waits.wait(a.stream, other.stream, other.event);
     other.received -= std::min(other.received, best->size);
-    {
-      ChunkGuard g(best->chunk);
-      other.settled.remove(best);
-      insert_free(a, best, &a.fresh);
-    }
-    return take_own(a, r.n, r.need, r.bytes, r.alignment, r.owner, kOwnClassScan);
+    ChunkGuard g(best->chunk);
+    other.settled.remove(best);
+    return carve(a, best, &a.fresh, r.n, r.bytes, r.alignment, r.owner);
   }
 
   // How much untouched memory arena a takes at once for a request of `need`:
@@ -1083,23 +1079,30 @@ class PoolResource final : public Resource {
     return round_up(s, kGranule);
   }
 
-  // 2. Another stream's settled block, once our stream waits on its event.
-  //    Streams with uncovered frees are asked to record at their next free.
-  //    Requires the world.
+  // 2. Another stream's settled block, once our stream waits on its event
+  //    (only_received: only from streams with Arena::received left). Every
+  //    other stream with uncovered frees is asked to record at its next
+  //    free, whether or not a block was found: what it records is what the
+  //    next shortage can take instead of growing (bench_pool_vs_malloc_core
+  //    20000 1 handoff, asking only the streams looked at before the one
+  //    that had a block: held / peak live median 1.393, max 2.036, against
+  //    1.300 / 1.446). Requires the world.
   __attribute__((noinline, cold)) void* take_settled_elsewhere(Arena& a, const Request& r, Waits& waits, bool only_received) {
     if (order_ == nullptr) return nullptr;
+    Arena* from = nullptr;
+    Block* b = nullptr;
     for (const auto& other : arenas_) {
-      if (other.get() == &a || (only_received && other->received == 0)) continue;
-      if (Block* b = other->settled.find(r.need)) {
-        reserve_records(a);
-        waits.wait(a.stream, other->stream, other->event);
-        void* p = take(a, b, &other->settled, r.n, r.bytes, r.alignment, r.owner);
-        other->received -= std::min(other->received, r.n);
-        return p;
-      }
+      if (other.get() == &a) continue;
       if (!other->fresh.empty()) other->record_requested = true;
+      if (b == nullptr && (!only_received || other->received != 0) && (b = other->settled.find(r.need)) != nullptr)
+        from = other.get();
     }
-    return nullptr;
+    if (b == nullptr) return nullptr;
+    reserve_records(a);
+    waits.wait(a.stream, from->stream, from->event);
+    void* p = take(a, b, &from->settled, r.n, r.bytes, r.alignment, r.owner);
+    from->received -= std::min(from->received, r.n);
+    return p;
   }
 
   // 4. Out of memory: from now on every free is covered at once. Make every
