@@ -13,6 +13,19 @@ memory is not touched). tether and RMM pools are created with a 1 GiB initial
 size, so no measured allocation grows a pool. Ratios are against the library's
 own allocator and against RMM's hook from the same run.
 
+Two more CuPy rows split tether's share from CuPy's (the same rounds):
+  floor    CuPy's CFunctionAllocator over two C functions that do nothing (malloc
+           returns one static buffer, free returns): what every C-level hook pays
+           in CuPy - the CFunctionAllocatorMemory object, its 5-argument __init__,
+           the MemoryPointer - before any allocator runs. Compiled with `cc` at
+           start; "not measured" without a compiler.
+  direct   tether's C hook installed as CFunctionAllocator.malloc itself, without
+           the Python function tether.cupy puts in front of it (which turns
+           CPython's SystemError back into tether's exception, see
+           docs/hooks/cupy.rst): that function's cost is direct - tether.
+(tether - floor) is tether's own work per cupy.empty; (own - floor) is what any
+C-level hook has to fit in to match CuPy's pool.
+
 Processes differ more than rows do (the same row moved by up to 2x between
 interpreters on one machine), so the whole set of contenders runs ROUNDS times,
 interleaved (round 1: every contender once, round 2: every contender again,
@@ -59,6 +72,28 @@ SETUP = {
         cupy.cuda.set_allocator(tether.cupy.allocator(
             tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB")))
         print("NOTE tether.cupy path:", tether.cupy.c_level_reason() or "C-level hook")
+    """,
+    ("cupy", "floor"): """
+        import ctypes, os, subprocess, tempfile, cupy
+        src = ("static char buf[64];\\n"
+               "void* floor_malloc(void* p, unsigned long n, int d) { (void)p; (void)n; (void)d; return buf; }\\n"
+               "void floor_free(void* p, void* q, int d) { (void)p; (void)q; (void)d; }\\n")
+        tmp = tempfile.mkdtemp()
+        with open(os.path.join(tmp, "floor.c"), "w") as f:
+            f.write(src)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", os.path.join(tmp, "floor.so"),
+                        os.path.join(tmp, "floor.c")], check=True)
+        floor = ctypes.CDLL(os.path.join(tmp, "floor.so"))
+        addr = lambda fn: ctypes.cast(fn, ctypes.c_void_p).value
+        cupy.cuda.set_allocator(cupy.cuda.memory.CFunctionAllocator(
+            1, addr(floor.floor_malloc), addr(floor.floor_free), floor).malloc)
+    """,
+    ("cupy", "direct"): """
+        import cupy, tether, tether.cupy
+        hook = tether.cupy.allocator(tether.PoolResource(tether.AsyncResource(0), initial_size="1 GiB"))
+        if not hasattr(hook, "_cupy_malloc"):
+            raise SystemExit("the C-level hook is not in use: " + str(tether.cupy.c_level_reason()))
+        cupy.cuda.set_allocator(hook._cupy_malloc)
     """,
     ("cupy", "rmm"): """
         import cupy, rmm, rmm.mr
@@ -119,6 +154,7 @@ def measure(lib: str, who: str, iters: int, reps: int) -> dict[str, float] | str
 
 
 WHO = ("own", "tether", "rmm")
+EXTRA = {"torch": (), "cupy": ("floor", "direct")}  # measured in every round, after WHO's
 
 
 def parse_args(argv: list[str]) -> dict:
@@ -155,9 +191,10 @@ def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     iters, reps, rounds, json_out, libs = opts["iters"], opts["reps"], opts["rounds"], opts["json"], opts["libs"]
     # runs[(lib, who)]: one result per round (a dict of medians, or why it was not measured)
-    runs: dict[tuple[str, str], list[dict[str, float] | str]] = {(l, w): [] for l in ("torch", "cupy") for w in WHO}
+    runs: dict[tuple[str, str], list[dict[str, float] | str]] = {
+        (l, w): [] for l in ("torch", "cupy") for w in WHO + EXTRA[l]}
     for r in range(rounds):
-        order = [(l, w) for l in ("torch", "cupy") for w in WHO[r % 3:] + WHO[:r % 3]]
+        order = [(l, w) for l in ("torch", "cupy") for w in WHO[r % 3:] + WHO[:r % 3] + EXTRA[l]]
         for lib, who in order:
             runs[(lib, who)].append(measure(lib, who, iters, reps) if lib in libs else "not measured: --libs")
     print(f"bench_hooks: ns per allocate+free, median over {reps} repetitions of {iters} per process; "
@@ -168,7 +205,7 @@ def main(argv: list[str]) -> int:
     summary = []
     nan = float("nan")
     for lib in ("torch", "cupy"):
-        for who in WHO:
+        for who in WHO + EXTRA[lib]:
             for k, res in enumerate(runs[(lib, who)]):
                 if isinstance(res, str):
                     print(f"  {lib} {who} round {k + 1}: {res}")
@@ -189,6 +226,22 @@ def main(argv: list[str]) -> int:
             summary.append({"library": lib, "size": n, "own_ns": o, "tether_ns": t, "rmm_ns": m,
                             "tether_vs_own": ratio, "tether_vs_own_rounds": vs_own,
                             "tether_vs_rmm": med(vs_rmm), "rounds": rounds})
+    for lib in ("torch", "cupy"):
+        if not EXTRA[lib] or lib not in libs:
+            continue
+        print(f"{lib}: where the time goes (ns per allocate+free, medians over the rounds; "
+              "floor = CuPy's CFunctionAllocator over no-op C functions)")
+        print(f"{'size':>8} {'floor':>8} {'direct':>8} {'tether':>8} {'own':>8} {'tether-floor':>13} "
+              f"{'wrapper':>8} {'own-floor':>10}")
+        for n in map(str, SIZES):
+            def med_of(who):
+                xs = [res[n] for res in runs[(lib, who)] if isinstance(res, dict)]
+                return statistics.median(xs) if xs else nan
+            fl, di, te, ow = (med_of(w) for w in ("floor", "direct", "tether", "own"))
+            print(f"{n:>8} {fl:>8.1f} {di:>8.1f} {te:>8.1f} {ow:>8.1f} {te - fl:>13.1f} {te - di:>8.1f} "
+                  f"{ow - fl:>10.1f}")
+            row = next(r for r in summary if r["library"] == lib and r["size"] == n)
+            row.update({"floor_ns": fl, "direct_ns": di})
     for row in summary:
         r, goal = row["tether_vs_own"], TARGET[row["library"]]
         verdict = "not measured" if r != r else "met" if r <= goal else "MISSED"

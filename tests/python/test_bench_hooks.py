@@ -36,3 +36,13 @@ def test_options_between_positionals(bench):
 def test_bad_arguments_name_what_is_wrong(bench, argv, words):
     with pytest.raises(SystemExit, match=words):
         bench.parse_args(argv)
+
+
+def test_every_contender_is_valid_python_and_every_lib_has_its_rows(bench):
+    # Each contender runs in a child interpreter built from these strings; a syntax error there
+    # would only show on the GPU machine as a "not measured" row.
+    import textwrap
+    for (lib, who), code in bench.SETUP.items():
+        compile(textwrap.dedent(code), f"<{lib} {who}>", "exec")
+    for lib, extra in bench.EXTRA.items():
+        assert all((lib, who) in bench.SETUP for who in bench.WHO + extra)

@@ -313,6 +313,26 @@ def test_allocator_takes_the_c_path_and_orders_on_cupys_stream(load, host_pool):
     gc.collect()
 
 
+def test_cupy_malloc_is_the_bare_c_path_the_benchmark_times(load, host_pool):
+    # bench_hooks.py's "direct" row installs alloc._cupy_malloc: CuPy's CFunctionAllocator.malloc
+    # over the same hook, so it allocates from the same resource on the same stream.
+    fake = hook_fakes.FakeCupyC()
+    tcupy = load(fake)
+    _, a, _ = host_pool
+    alloc = tcupy.allocator(a)
+    fake.stream = 0x7000
+    m = alloc._cupy_malloc(512)
+    assert type(m.mem).__name__ == "CFunctionAllocatorMemory" and _bytes(a) == 512
+    size, stream, res = _record(m.ptr)
+    assert (size, stream) == (512, 0x7000)
+    res.close()
+    del m
+    gc.collect()
+    assert _bytes(a) == 0
+    del alloc
+    gc.collect()
+
+
 def test_c_allocator_with_resource_none_follows_the_current_resource(load, host_pool):
     fake = hook_fakes.FakeCupyC()
     tcupy = load(fake)
