@@ -459,3 +459,16 @@ def test_hook_over_a_python_upstream_from_many_threads():
     hook.delete()
     for r in (stats, pool, up, host):
         r.close()
+
+
+def test_callgrind_workload_runs_and_checks_its_arguments(capsys):
+    # benchmarks/python/cupy_hook_callgrind.py: the workload behind the hook's instruction counts
+    from script_support import REPO, load_script
+    script = load_script(REPO / "benchmarks" / "python" / "cupy_hook_callgrind.py", "cupy_hook_callgrind")
+    before = _counters()
+    assert script.main(["50", "512"]) == 0
+    assert "50 malloc+free pairs of 512 B" in capsys.readouterr().out
+    assert _counters()[0] == before[0]  # every allocation it made was freed
+    for argv in (["0"], ["10", "0"], ["1", "2", "3"]):
+        with pytest.raises(SystemExit):
+            script.main(argv)
