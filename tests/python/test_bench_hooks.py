@@ -46,3 +46,15 @@ def test_every_contender_is_valid_python_and_every_lib_has_its_rows(bench):
         compile(textwrap.dedent(code), f"<{lib} {who}>", "exec")
     for lib, extra in bench.EXTRA.items():
         assert all((lib, who) in bench.SETUP for who in bench.WHO + extra)
+
+
+def test_the_split_table_subtracts_the_floor_and_the_direct_row(bench, monkeypatch, capsys):
+    # Fake per-process medians (ns) so the table's arithmetic can be checked without a GPU.
+    ns = {"own": 1800.0, "tether": 2000.0, "rmm": 8000.0, "floor": 1500.0, "direct": 1950.0}
+    monkeypatch.setattr(bench, "measure", lambda lib, who, iters, reps: {str(n): ns[who] for n in bench.SIZES})
+    assert bench.main(["10", "1", "--rounds", "2", "--libs", "cupy"]) == 0
+    out = capsys.readouterr().out
+    assert "cupy: where the time goes" in out
+    # size, floor, direct, tether, own, tether-floor, wrapper (tether-direct), own-floor
+    assert "     256   1500.0   1950.0   2000.0   1800.0         500.0     50.0      300.0" in out
+    assert "cupy      256" in out and "1.111x" in out and "MISSED" in out
