@@ -94,12 +94,13 @@ typedef struct tether_pool_info {
  * upstream; and only when growing fails, every stream's free memory - B
  * waits on each stream's event, or synchronises the whole device once if
  * some of those frees are not covered by an event yet - and finally wholly
- * free chunks given back and exactly the needed size asked for. A stream records its event every 64 frees, or at its
- * next free once another stream asked for its memory; a pool with a
- * maximum_size, and any pool after it first ran out of memory, records at
- * every free. trim() and the pool's destruction make stream 0 wait on every
- * stream's event (synchronising the whole device once only if some frees are
- * not covered by an event yet) and give chunks back on stream 0.
+ * free chunks given back and exactly the needed size asked for. A stream
+ * records its event every 64 frees, or at its next free once another stream
+ * asked for its memory; a pool with a maximum_size, and any pool after it
+ * first ran out of memory, records at every free. trim() and the pool's
+ * destruction make stream 0 wait on every stream's event (synchronising the
+ * whole device once only if some frees are not covered by an event yet) and
+ * give chunks back on stream 0.
  *
  * Errors: INVALID_HANDLE if upstream is NULL or stale; INVALID_ARGUMENT if
  * initial_size > maximum_size, or maximum_size is between 1 and 255 (below
