@@ -9,7 +9,9 @@
 #      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
 #      run; test files carried in .clients/, see docs/clients.rst) -> $OUT/clients.log,
 #      $OUT/clients-summary.txt, $OUT/clients-logs.tar.gz
-# plus $OUT/env.log (what the machine has) and $OUT/summary.log.
+# plus $OUT/env.log (what the machine has), $OUT/steps.log (each step's start and outcome as it
+# happens, so a call stopped at the device's time limit still tells what finished) and
+# $OUT/summary.log (at the end).
 # Every step runs even when an earlier one failed, so all logs come back; the
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
 # ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them; dask and
@@ -17,7 +19,8 @@
 #
 # usage: ci/gpu.sh            (OUT defaults to ./build-gpu/logs; TETHER_JOBS to nproc;
 #        TETHER_PYTEST_ARGS: what pytest runs, default tests/python; TETHER_PYTEST_PART=K/N: the K-th of N
-#        parts of tests/python instead; TETHER_BENCH_OPS: benchmark size;
+#        parts of tests/python instead; TETHER_PYTEST_MARK: only the tests matching this marker
+#        expression (pytest -m), e.g. gpu; TETHER_BENCH_OPS: benchmark size;
 #        TETHER_HOST_BENCH_OPS: the host benchmarks' size; with ../shared/bench copied to .bench, the peer
 #        harness runs, bounded by TETHER_PEER_SECONDS; with .clients, the clients step (about 6
 #        minutes; TETHER_CLIENTS_* as ci/gpu_clients.sh documents); TETHER_TRAIN_ARGS: arguments of
@@ -26,6 +29,13 @@
 #        run, default all - e.g. TETHER_GPU_STEPS=peer for the peer table alone,
 #        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed, unless
 #        TETHER_GPU_REUSE_SITE=1 and an earlier call on the same machine installed it)
+#
+# Timings (H100, stop 39): build 15 s, ctest 25 + 38 s, pip install 10 s, pytest -m gpu about
+# 470 s (749 tests), bench_gpu_alloc over 70 s. The GPU suite does not fit one 600 s device call
+# beside the build, so a session runs it in two calls on the same warm machine:
+#   TETHER_GPU_STEPS="build ctest pytest" TETHER_PYTEST_MARK=gpu TETHER_PYTEST_PART=1/2 ci/gpu.sh
+#   TETHER_GPU_STEPS="pytest bench" TETHER_PYTEST_MARK=gpu TETHER_PYTEST_PART=2/2 \
+#     TETHER_GPU_REUSE_SITE=1 TETHER_GPU_BENCHES=gpu_alloc ci/gpu.sh
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -43,6 +53,10 @@ want() { [[ $STEPS == *" $1 "* ]]; }
 
 declare -a SUMMARY=()
 FAILED=0
+# Each step's start and outcome, written as it happens: a call cut off at the device's time limit
+# never reaches summary.log, but steps.log still says which steps finished (and how) and which ran
+# when it was stopped (a "started" line with no outcome after it).
+: >"$OUT/steps.log"
 START=$(date +%s)
 
 # step NAME LOG COMMAND...: run, append output to LOG, record the outcome and the time taken.
@@ -51,6 +65,7 @@ step() {
   shift 2
   t0=$(date +%s)
   printf '\n=== %s: %s\n' "$name" "$*" >>"$log"
+  printf 'started %s  %s\n' "$(date -u +%H:%M:%S)" "$name" >>"$OUT/steps.log"
   "$@" >>"$log" 2>&1
   rc=$?
   local dt=$(($(date +%s) - t0))
@@ -60,6 +75,7 @@ step() {
     SUMMARY+=("FAILED  ${dt}s  $name (exit $rc, see $(basename "$log"))")
     FAILED=1
   fi
+  printf '%s\n' "${SUMMARY[${#SUMMARY[@]}-1]}" >>"$OUT/steps.log"
   return $rc
 }
 
@@ -171,8 +187,14 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
     PYTEST_WHAT=$(ls "$ROOT"/tests/python/test_*.py | sort | awk -v k="$part_k" -v n="$part_n" '(NR - 1) % n == k - 1')
     PYTEST_NAME="pytest tests/python, part $TETHER_PYTEST_PART ($(echo $PYTEST_WHAT | wc -w) files)"
   fi
+  # TETHER_PYTEST_MARK=EXPR: only the tests that match (-m EXPR), whole suite or part alike.
+  PYTEST_MARK=()
+  if [ -n "${TETHER_PYTEST_MARK:-}" ]; then
+    PYTEST_MARK=(-m "$TETHER_PYTEST_MARK")
+    PYTEST_NAME="$PYTEST_NAME, -m $TETHER_PYTEST_MARK"
+  fi
   want pytest && step "$PYTEST_NAME" "$OUT/pytest.log" \
-    "$PY" -m pytest $PYTEST_WHAT -q -ra -p no:cacheprovider --durations=15
+    "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15
   PY_OK=1
 else
   PY_OK=0
