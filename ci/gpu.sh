@@ -9,9 +9,9 @@
 #      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
 #      run; test files carried in .clients/, see docs/clients.rst) -> $OUT/clients.log,
 #      $OUT/clients-summary.txt, $OUT/clients-logs.tar.gz
-# plus $OUT/env.log (what the machine has), $OUT/steps.log (each step's start and outcome as it
-# happens, so a call stopped at the device's time limit still tells what finished) and
-# $OUT/summary.log (at the end).
+# plus $OUT/pytest-junit*.xml (each test's outcome and time), $OUT/env.log (what the machine
+# has), $OUT/steps.log (each step's start and outcome as it happens, so a call stopped at the
+# device's time limit still tells what finished) and $OUT/summary.log (at the end).
 # Every step runs even when an earlier one failed, so all logs come back; the
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
 # ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them; dask and
@@ -193,8 +193,11 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
     PYTEST_MARK=(-m "$TETHER_PYTEST_MARK")
     PYTEST_NAME="$PYTEST_NAME, -m $TETHER_PYTEST_MARK"
   fi
+  # Every test's outcome and time also go to $OUT/pytest-junit[-K-of-N].xml (which tests are slow,
+  # how to balance the parts).
+  JUNIT=$OUT/pytest-junit${TETHER_PYTEST_PART:+-${TETHER_PYTEST_PART/\//-of-}}.xml
   want pytest && step "$PYTEST_NAME" "$OUT/pytest.log" \
-    "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15
+    "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15 --junitxml="$JUNIT"
   PY_OK=1
 else
   PY_OK=0

@@ -1,6 +1,7 @@
 """ci/gpu.sh's bookkeeping, run here on a tiny suite (no GPU, no build): each step's start and
 outcome go to steps.log as they happen, so a call the device machine stops at its time limit still
-says which steps finished and which was running; TETHER_PYTEST_MARK selects by marker."""
+says which steps finished and which was running; TETHER_PYTEST_MARK selects by marker; each test's
+outcome and time go to pytest-junit.xml."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def test_steps_log_records_each_step_and_the_marker_selects(tmp_path: Path) -> N
     assert len(names) == 2, steps
     assert names[0].startswith("started "), steps
     assert names[1].startswith("ok "), steps
+    junit = (out / "pytest-junit.xml").read_text()  # each test's outcome and time, for the next session's plan
+    assert 'name="test_marked"' in junit and "test_unmarked" not in junit, junit
     summary = (out / "summary.log").read_text()
     assert "result: all steps passed" in summary, summary
 
