@@ -4,7 +4,7 @@
 #   2. ctest: everything, the GPU tests (label gpu) included      -> $OUT/ctest.log
 #   3. pip install the package, pytest tests/python (GPU too)     -> $OUT/pytest.log
 #   4. the GPU benchmarks (C and Python, bench_ipc.py; bench_torch_train.py and the Thrust sort too) -> $OUT/bench.log
-#   5. peer: the peers' C++ allocator table (.bench)              -> $OUT/peer.log
+#   5. peer: ../shared/bench (copied to .bench), the peers side by side -> $OUT/peer.log, $OUT/peer/
 #   6. clients: the peers' own test suites through tether (ci/gpu_clients.sh: RMM's Python tests with
 #      tether.rmm as RMM's resource, CuPy test subsets with tether.cupy.enable, each beside a baseline
 #      run; test files carried in .clients/, see docs/clients.rst) -> $OUT/clients.log,
@@ -275,11 +275,14 @@ else
 fi
 fi
 
-# The peers side by side (../shared/bench copied to .bench; its wheels in .whl): C++ only, bounded.
+# The peers side by side: ../shared/bench copied to .bench, its wheels in .whl, run as its README
+# says (run_all.sh: the C++ table at 1/4/8 threads with 8 GiB pools, the Python table, and
+# summary.txt, the table a note quotes) with the package installed above as the tether under test.
+# Usually 3 - 4 minutes; bounded by TETHER_PEER_SECONDS (540). Its files go to $OUT/peer/.
 if want peer && [ -d "$ROOT/.bench" ] && [ "$PY_OK" = 1 ]; then
-  step "peer bench (.bench: RMM pool/arena/binning/async, CCCL, cudaMallocAsync vs tether)" "$OUT/peer.log" \
-    env OUT=/tmp/peer_out TETHER_SITE="$SITE" WHL="$ROOT/.whl" bash -c \
-    'B=/tmp/peer_build; mkdir -p $B; SITE=/tmp/site TETHER_SITE=$TETHER_SITE PYTHON='"$PY"' timeout 150 bash '"$ROOT"'/.bench/build_cpp.sh $B/cpp_alloc_bench && LD_LIBRARY_PATH=/tmp/site/librmm/lib64:/tmp/site/rapids_logger/lib64 timeout ${TETHER_PEER_SECONDS:-200} $B/cpp_alloc_bench --threads 4,8'
+  step "peer bench (.bench/run_all.sh: cudaMalloc(Async), CCCL, RMM pool/arena/binning/async, CuPy, PyTorch, cuda.core vs tether)" \
+    "$OUT/peer.log" env OUT="$OUT/peer" SITE=/tmp/site TETHER_SITE="$SITE" WHL="$ROOT/.whl" PYTHON="$PY" \
+    timeout "${TETHER_PEER_SECONDS:-540}" bash "$ROOT/.bench/run_all.sh"
 fi
 
 # The peers' own test suites through tether, each beside a baseline run (.clients carried).
@@ -303,6 +306,7 @@ fi
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
   grep -A4 "^sort of .* keys, median" "$OUT/bench.log" | sed 's/^/    /'
   grep -E "target \(issue 1[3]\)|target \(issue 2[02]\)|target <=|^ratio |median .*, max .* over" "$OUT/bench.log" | sed 's/^/    /'
+  [ -f "$OUT/peer/summary.txt" ] && sed 's/^/    peer: /' "$OUT/peer/summary.txt"
   [ -f "$OUT/clients-summary.txt" ] &&
     grep -E "^(rmm|cupy) +(baseline|tether) |differ baseline|^verdict" "$OUT/clients-summary.txt" | sed 's/^/    clients: /'
   echo "logs: $OUT"
