@@ -305,7 +305,7 @@ fi
   grep -E "^[0-9]+ (passed|failed)|passed|failed" "$OUT/pytest.log" | tail -1 | sed 's/^/    pytest: /'
   grep -A6 "^targets:" "$OUT/bench.log" | sed 's/^/    /'
   grep -A4 "^sort of .* keys, median" "$OUT/bench.log" | sed 's/^/    /'
-  grep -E "target \(issue 1[3]\)|target \(issue 2[02]\)|target <=|^ratio |median .*, max .* over" "$OUT/bench.log" | sed 's/^/    /'
+  grep -E "target \(issue 1[3]\)|target \(issue 2[02]\)|target <=|^ratio |median .*, max .* over|pool over host memory" "$OUT/bench.log" | sed 's/^/    /'
   [ -f "$OUT/peer/summary.txt" ] && sed 's/^/    peer: /' "$OUT/peer/summary.txt"
   [ -f "$OUT/clients-summary.txt" ] &&
     grep -E "^(rmm|cupy) +(baseline|tether) |differ baseline|^verdict" "$OUT/clients-summary.txt" | sed 's/^/    clients: /'
