@@ -439,6 +439,22 @@ static void footprint_seeds(const char* name, tether_resource_t* upstream, size_
 /* ---- the repeated same-size pair ----------------------------------------------- */
 
 /* ns per allocate+free of `bytes` on stream 0, repeated `n` times (median of reps). */
+/* A contender that calls a fresh pool over host memory (`initial` bytes up front) through the
+   same C ABI: this machine's CPU share of the device rows, without stream order or CUDA.
+   host_pool_release() frees it and its upstream. */
+static contender host_pool(const char* name, size_t initial, tether_resource_t** upstream) {
+  contender c = {name, tether_alloc, tether_free, NULL};
+  tether_pool_options_t o = TETHER_POOL_OPTIONS_INIT;
+  o.initial_size = initial;
+  tether_check(tether_host_resource_create(upstream), "tether_host_resource_create");
+  tether_check(tether_pool_resource_create(*upstream, &o, &c.resource), "pool over host");
+  return c;
+}
+static void host_pool_release(contender* c, tether_resource_t* upstream) {
+  tether_resource_release(c->resource);
+  tether_resource_release(upstream);
+}
+
 static double repeated_pair(contender* c, size_t bytes, int n, int reps) {
   double v[64];
   int r, k;
@@ -554,16 +570,13 @@ int main(int argc, char** argv) {
        on the pattern, the reference for issue 22's random-pattern target
        (the device rows add the stream-ordered part). Without it, a device
        row could not say how much of it is the host's CPU. */
-    contender host = {"tether pool(host) (CPU only)", tether_alloc, tether_free, NULL};
     tether_resource_t* h = NULL;
-    tether_check(tether_host_resource_create(&h), "tether_host_resource_create");
-    tether_check(tether_pool_resource_create(h, &big, &host.resource), "pool over host, initial size");
+    contender host = host_pool("tether pool(host) (CPU only)", big.initial_size, &h);
     host_random = measure(&host, 1, reps);
     printf("\nthe same pattern, 1 thread, on a pool over host memory (%g GiB initial, CPU only): %.1f ns/pair; "
            "%s: %.3fx of it\n",
            initial_gib, host_random, cs[POOL_CUDA_BIG].name, ns[POOL_CUDA_BIG][0] / host_random);
-    tether_resource_release(host.resource);
-    tether_resource_release(h);
+    host_pool_release(&host, h);
   }
   fflush(stdout);
   sweep(&cs[ASYNC], &cs[swept[0]], &cs[swept[1]], &cs[swept[2]], reps, sweep_growth);
@@ -582,17 +595,11 @@ int main(int argc, char** argv) {
          CUDA call): what this machine's CPU takes for the C ABI and the pool's
          bookkeeping, so that the rows above split into that and the
          stream-ordered part. */
-      contender host = {"tether pool(host), 64 MiB (CPU only)", tether_alloc, tether_free, NULL};
       tether_resource_t* h = NULL;
-      tether_pool_options_t ho = TETHER_POOL_OPTIONS_INIT;
-      double v;
-      ho.initial_size = (size_t)64 << 20;
-      tether_check(tether_host_resource_create(&h), "tether_host_resource_create");
-      tether_check(tether_pool_resource_create(h, &ho, &host.resource), "pool over host");
-      v = repeated_pair(&host, 256, 200000, reps);
+      contender host = host_pool("tether pool(host), 64 MiB (CPU only)", (size_t)64 << 20, &h);
+      const double v = repeated_pair(&host, 256, 200000, reps);
       printf("  %-36s %8.1f ns/pair (%.3fx cuMemAllocAsync)\n", host.name, v, v / repeated[ASYNC]);
-      tether_resource_release(host.resource);
-      tether_resource_release(h);
+      host_pool_release(&host, h);
     }
   }
 
