@@ -53,10 +53,7 @@ want() { [[ $STEPS == *" $1 "* ]]; }
 
 declare -a SUMMARY=()
 FAILED=0
-# Each step's start and outcome, written as it happens: a call cut off at the device's time limit
-# never reaches summary.log, but steps.log still says which steps finished (and how) and which ran
-# when it was stopped (a "started" line with no outcome after it).
-: >"$OUT/steps.log"
+: >"$OUT/steps.log"  # step() appends as it goes (see the header)
 START=$(date +%s)
 
 # step NAME LOG COMMAND...: run, append output to LOG, record the outcome and the time taken.

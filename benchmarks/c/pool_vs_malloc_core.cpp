@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,10 +242,9 @@ void footprint(const bench_pattern& pat, bool ordered) {
   // or far beyond it: the same with other seeds of the same pattern.
   std::vector<double> r{ratio};
   std::printf("  other seeds (%zu ops each):", pat.n_ops);
-  for (unsigned seed : kFootprintSeeds) {
-    if (seed == kFootprintSeeds[0]) continue;  // the first line's
+  for (std::size_t k = 1; k < std::size(kFootprintSeeds); ++k) {  // [0] is the first line's
     bench_pattern other;
-    if (bench_make_pattern(&other, pat.n_ops, seed) != 0) std::abort();
+    if (bench_make_pattern(&other, pat.n_ops, kFootprintSeeds[k]) != 0) std::abort();
     r.push_back(footprint_ratio(other, ordered, i, peak));
     std::printf(" %.3f", r.back());
     std::free(other.ops);

@@ -438,10 +438,10 @@ static void footprint_seeds(const char* name, tether_resource_t* upstream, size_
 
 /* ---- the repeated same-size pair ----------------------------------------------- */
 
-/* ns per allocate+free of `bytes` on stream 0, repeated `n` times (median of reps). */
 /* A contender that calls a fresh pool over host memory (`initial` bytes up front) through the
-   same C ABI: this machine's CPU share of the device rows, without stream order or CUDA.
-   host_pool_release() frees it and its upstream. */
+   same C ABI, with no stream order and no CUDA call: what this machine's CPU takes for the C ABI
+   and the pool's bookkeeping, so that a device row splits into that and the stream-ordered
+   part. host_pool_release() frees it and its upstream. */
 static contender host_pool(const char* name, size_t initial, tether_resource_t** upstream) {
   contender c = {name, tether_alloc, tether_free, NULL};
   tether_pool_options_t o = TETHER_POOL_OPTIONS_INIT;
@@ -455,6 +455,7 @@ static void host_pool_release(contender* c, tether_resource_t* upstream) {
   tether_resource_release(upstream);
 }
 
+/* ns per allocate+free of `bytes` on stream 0, repeated `n` times (median of reps). */
 static double repeated_pair(contender* c, size_t bytes, int n, int reps) {
   double v[64];
   int r, k;
@@ -564,12 +565,8 @@ int main(int argc, char** argv) {
            a8 <= 1.0 ? "met" : "MISSED");
   }
   {
-    /* The same C ABI calls and random pattern into a pool over host memory
-       with the same initial size, 1 thread (no stream order, no CUDA call):
-       what this machine's CPU takes for the C ABI and the pool's bookkeeping
-       on the pattern, the reference for issue 22's random-pattern target
-       (the device rows add the stream-ordered part). Without it, a device
-       row could not say how much of it is the host's CPU. */
+    /* The random pattern on a host pool of the same initial size, 1 thread
+       (host_pool): the CPU's share of issue 22's random-pattern target. */
     tether_resource_t* h = NULL;
     contender host = host_pool("tether pool(host) (CPU only)", big.initial_size, &h);
     host_random = measure(&host, 1, reps);
@@ -591,10 +588,7 @@ int main(int argc, char** argv) {
              repeated[who[k]] / repeated[ASYNC]);
     }
     {
-      /* The same C ABI calls into a pool over host memory (no stream order, no
-         CUDA call): what this machine's CPU takes for the C ABI and the pool's
-         bookkeeping, so that the rows above split into that and the
-         stream-ordered part. */
+      /* The same pair on a host pool (host_pool): the CPU's share of the rows above. */
       tether_resource_t* h = NULL;
       contender host = host_pool("tether pool(host), 64 MiB (CPU only)", (size_t)64 << 20, &h);
       const double v = repeated_pair(&host, 256, 200000, reps);
