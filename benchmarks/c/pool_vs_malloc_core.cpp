@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_events.hpp"
 #include "random_pattern.h"
 #include "replay.hpp"
 #include "tether_core/host.hpp"
@@ -86,35 +87,6 @@ double hot_pair_malloc(std::size_t size, std::size_t iters) {
 }
 
 }  // namespace
-
-// Host memory that claims to be stream-ordered, with events that cost
-// nothing: what is left is the pool's own cost per thread.
-class FreeEventsUpstream final : public core::Resource, private core::StreamOrder {
- public:
-  FreeEventsUpstream()
-      : Resource(core::Properties{TETHER_RESOURCE_KIND_CUDA, 0, true, true}), host_(core::make_host_resource()) {}
-  const char* name() const noexcept override { return "free-events"; }
-  core::StreamOrder* stream_order() noexcept override { return this; }
-
- protected:
-  void* do_allocate(std::size_t bytes, std::size_t alignment, core::stream_t s) override {
-    return host_->allocate(bytes, alignment, s);
-  }
-  void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, core::stream_t s) override {
-    host_->deallocate(p, bytes, alignment, s);
-  }
-
- private:
-  void synchronize(core::stream_t) override {}
-  void synchronize_device() override {}
-  event_t create_event() override { return this; }
-  void destroy_event(event_t) noexcept override {}
-  void record_event(event_t, core::stream_t) override {}
-  void wait_event(core::stream_t, event_t) override {}
-  bool event_done(event_t) override { return true; }
-  void synchronize_event(event_t) override {}
-  core::ResourcePtr host_;
-};
 
 // Aggregate ns per pair: `threads` threads, each on its own stream, each
 // replaying its own pattern (memory untouched, as on a device).
