@@ -11,7 +11,10 @@
 #      $OUT/clients-summary.txt, $OUT/clients-logs.tar.gz
 # plus $OUT/pytest-junit*.xml (each test's outcome and time), $OUT/env.log (what the machine
 # has), $OUT/steps.log (each step's start and outcome as it happens, so a call stopped at the
-# device's time limit still tells what finished) and $OUT/summary.log (at the end).
+# device's time limit still tells what finished) and $OUT/summary.log (at the end). The device
+# tool brings back at most 8 files, so at the end, if $OUT holds more than TETHER_OUT_MAX_FILES
+# (default 8; 0: never), every file is packed into $OUT/logs.tar.gz and only summary.log,
+# steps.log and logs.tar.gz stay (`tar -xzf logs.tar.gz` gives the rest back).
 # Every step runs even when an earlier one failed, so all logs come back; the
 # exit status is non-zero if any step failed. Python's cffi/pycparser come from
 # ./.whl (cp312 wheels) when that folder exists and the interpreter lacks them; dask and
@@ -310,4 +313,21 @@ fi
   [ $FAILED = 0 ] && echo "result: all steps passed" || echo "result: FAILED"
 } | tee "$OUT/summary.log"
 rm -f "$OUT/ctest-summary.tmp"
+
+# The device tool brings back at most 8 files from $OUT (see the header): past
+# TETHER_OUT_MAX_FILES (8; 0 = never), every file goes into logs.tar.gz, and
+# summary.log and steps.log stay beside it, so none is dropped unseen.
+MAX_FILES=${TETHER_OUT_MAX_FILES:-8}
+n_files=$(find "$OUT" -type f | wc -l)
+if [ "$MAX_FILES" -gt 0 ] && [ "$n_files" -gt "$MAX_FILES" ]; then
+  pack=$(mktemp /tmp/tether-gpu-logs.XXXXXX)  # outside $OUT, which it packs
+  if tar -C "$OUT" --exclude=./logs.tar.gz -czf "$pack" . && mv "$pack" "$OUT/logs.tar.gz"; then
+    find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.log ! -name steps.log ! -name logs.tar.gz -exec rm -rf {} +
+    echo "packed: all $n_files files of $OUT in logs.tar.gz (more than $MAX_FILES; TETHER_OUT_MAX_FILES)" |
+      tee -a "$OUT/summary.log"
+  else
+    rm -f "$pack"
+    echo "packing $n_files files into logs.tar.gz failed: they stay as they are" | tee -a "$OUT/summary.log"
+  fi
+fi
 exit $FAILED

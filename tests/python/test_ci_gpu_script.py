@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -96,3 +97,28 @@ def test_a_stopped_call_leaves_the_running_step_in_steps_log(tmp_path: Path) -> 
     steps = steps_log.read_text().splitlines()
     assert steps[-1].startswith("started ") and "pytest tests/python, -m gpu" in steps[-1], steps
     assert not (out / "summary.log").exists()
+
+
+def test_past_the_file_limit_every_log_is_packed_beside_summary_and_steps(tmp_path: Path) -> None:
+    """The device tool brings back at most 8 files: past TETHER_OUT_MAX_FILES the script packs
+    every file into logs.tar.gz, and only summary.log and steps.log stay beside it."""
+    env, out = script_env(tmp_path, TETHER_OUT_MAX_FILES="2")
+    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["logs.tar.gz", "steps.log", "summary.log"]
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        names = {Path(n).name for n in tar.getnames()}
+        pytest_log = tar.extractfile("./pytest.log")
+        assert pytest_log is not None
+        assert "1 passed, 1 deselected" in pytest_log.read().decode()
+    assert {"pytest.log", "pytest-junit.xml", "env.log", "steps.log", "summary.log"} <= names, names
+    summary = (out / "summary.log").read_text()
+    assert "result: all steps passed" in summary and "in logs.tar.gz" in summary, summary
+
+
+def test_within_the_file_limit_the_logs_stay_as_they_are(tmp_path: Path) -> None:
+    env, out = script_env(tmp_path)  # the tiny run writes fewer than the default 8 files
+    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = {p.name for p in out.iterdir()}
+    assert "logs.tar.gz" not in names and {"pytest.log", "summary.log", "steps.log"} <= names, names
