@@ -314,9 +314,7 @@ fi
 } | tee "$OUT/summary.log"
 rm -f "$OUT/ctest-summary.tmp"
 
-# The device tool brings back at most 8 files from $OUT (see the header): past
-# TETHER_OUT_MAX_FILES (8; 0 = never), every file goes into logs.tar.gz, and
-# summary.log and steps.log stay beside it, so none is dropped unseen.
+# Past TETHER_OUT_MAX_FILES files, pack $OUT into logs.tar.gz (why: see the header).
 MAX_FILES=${TETHER_OUT_MAX_FILES:-8}
 n_files=$(find "$OUT" -type f | wc -l)
 if [ "$MAX_FILES" -gt 0 ] && [ "$n_files" -gt "$MAX_FILES" ]; then
