@@ -33,9 +33,11 @@
 #        TETHER_GPU_STEPS=clients for the peers' suites alone; the package is always installed, unless
 #        TETHER_GPU_REUSE_SITE=1 and an earlier call on the same machine installed it)
 #
-# Timings (H100, stop 39): build 15 s, ctest 25 + 38 s, pip install 10 s, pytest -m gpu about
-# 470 s (749 tests), bench_gpu_alloc over 70 s. The GPU suite does not fit one 600 s device call
-# beside the build, so a session runs it in two calls on the same warm machine:
+# Timings (H100, stop 40): build 19 s, ctest 31 + 42 s, pip install 14 s, pytest -m gpu about
+# 600 s (742 tests; 583 s in the tests themselves), bench_gpu_alloc 72 s, bench_pool_rmm 200 s,
+# bench_hooks.py 108 s, the peer step 141 s. The GPU suite does not fit one 600 s device call
+# beside the build, so a session runs it in two calls on the same warm machine, whose parts
+# take about 290 s of tests each (ci/pytest_part.py):
 #   TETHER_GPU_STEPS="build ctest pytest" TETHER_PYTEST_MARK=gpu TETHER_PYTEST_PART=1/2 ci/gpu.sh
 #   TETHER_GPU_STEPS="pytest bench" TETHER_PYTEST_MARK=gpu TETHER_PYTEST_PART=2/2 \
 #     TETHER_GPU_REUSE_SITE=1 TETHER_GPU_BENCHES=gpu_alloc ci/gpu.sh
@@ -177,14 +179,15 @@ else
 fi
 if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-  # TETHER_PYTEST_PART=K/N: the K-th of N parts of tests/python (every N-th test file, sorted by
-  # name, so the slow GPU files spread over the parts): the whole suite no longer fits one 600 s
-  # device call with the install, so one call runs part 1/2 and the next 2/2 (TETHER_GPU_REUSE_SITE=1).
+  # TETHER_PYTEST_PART=K/N: the K-th of N parts of tests/python, of about equal GPU time by the
+  # per-file times in ci/gpu_pytest_seconds.txt (ci/pytest_part.py): the whole suite no longer fits
+  # one 600 s device call with the install, so one call runs part 1/2 and the next 2/2
+  # (TETHER_GPU_REUSE_SITE=1).
   PYTEST_WHAT=${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"}
   PYTEST_NAME="pytest tests/python"
   if [ -n "${TETHER_PYTEST_PART:-}" ]; then
     part_k=${TETHER_PYTEST_PART%/*} part_n=${TETHER_PYTEST_PART#*/}
-    PYTEST_WHAT=$(ls "$ROOT"/tests/python/test_*.py | sort | awk -v k="$part_k" -v n="$part_n" '(NR - 1) % n == k - 1')
+    PYTEST_WHAT=$("$PY" "$ROOT/ci/pytest_part.py" "$part_k" "$part_n" 2>>"$OUT/pytest.log") || PYTEST_WHAT=""
     PYTEST_NAME="pytest tests/python, part $TETHER_PYTEST_PART ($(echo $PYTEST_WHAT | wc -w) files)"
   fi
   # TETHER_PYTEST_MARK=EXPR: only the tests that match (-m EXPR), whole suite or part alike.
@@ -196,8 +199,15 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   # Every test's outcome and time also go to $OUT/pytest-junit[-K-of-N].xml (which tests are slow,
   # how to balance the parts).
   JUNIT=$OUT/pytest-junit${TETHER_PYTEST_PART:+-${TETHER_PYTEST_PART/\//-of-}}.xml
-  want pytest && step "$PYTEST_NAME" "$OUT/pytest.log" \
-    "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15 --junitxml="$JUNIT"
+  if ! want pytest; then
+    :
+  elif [ -z "$PYTEST_WHAT" ]; then
+    SUMMARY+=("FAILED  0s  $PYTEST_NAME (no test files: TETHER_PYTEST_PART=${TETHER_PYTEST_PART:-}, see pytest.log)")
+    FAILED=1
+  else
+    step "$PYTEST_NAME" "$OUT/pytest.log" \
+      "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15 --junitxml="$JUNIT"
+  fi
   PY_OK=1
 else
   PY_OK=0

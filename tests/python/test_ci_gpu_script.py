@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,76 @@ def test_within_the_file_limit_the_logs_stay_as_they_are(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = {p.name for p in out.iterdir()}
     assert "logs.tar.gz" not in names and {"pytest.log", "summary.log", "steps.log"} <= names, names
+
+
+def load_pytest_part() -> types.ModuleType:  # ci/ is not a package: load it by path
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pytest_part", REPO / "ci" / "pytest_part.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_parts_cover_every_test_file_once_and_balance_the_recorded_gpu_time() -> None:
+    part = load_pytest_part()
+    files = sorted(p.name for p in (REPO / "tests" / "python").glob("test_*.py"))
+    seconds = part.read_seconds()
+    assert sum(seconds.values()) > 0, "ci/gpu_pytest_seconds.txt records no time"
+    for n in (1, 2, 3, 4):
+        parts = part.parts(files, seconds, n)
+        assert sorted(f for p in parts for f in p) == files  # each file in exactly one part
+        loads = [sum(seconds.get(f, 0.0) for f in p) for p in parts]
+        # greedy heaviest-first: no part exceeds the even share by more than the heaviest file
+        assert max(loads) <= sum(loads) / n + max(seconds.values()) + 1e-9, loads
+    two = [sum(seconds.get(f, 0.0) for f in p) for p in part.parts(files, seconds, 2)]
+    assert max(two) <= 1.1 * min(two), two  # the two device calls of a session take about as long
+
+
+def test_a_new_file_weighs_a_typical_one_and_the_script_prints_paths(tmp_path: Path) -> None:
+    part = load_pytest_part()
+    seconds = {"test_a.py": 10.0, "test_b.py": 10.0, "test_c.py": 0.0}
+    # test_new.py is unknown: it weighs the median of the timed files (10), not 0
+    parts = part.parts(["test_a.py", "test_b.py", "test_c.py", "test_new.py"], seconds, 2)
+    # heaviest first (ties by name): a, b, new (10 each, not 0), then c
+    assert parts == [["test_a.py", "test_new.py"], ["test_b.py", "test_c.py"]], parts
+    for name in ("test_x.py", "test_y.py"):
+        (tmp_path / name).write_text("")
+    out = [
+        subprocess.run([sys.executable, str(REPO / "ci" / "pytest_part.py"), str(k), "2", str(tmp_path)],
+                       capture_output=True, text=True, check=True).stdout.split()
+        for k in (1, 2)
+    ]
+    assert sorted(out[0] + out[1]) == [str(tmp_path / "test_x.py"), str(tmp_path / "test_y.py")], out
+    bad = subprocess.run([sys.executable, str(REPO / "ci" / "pytest_part.py"), "3", "2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "K must be between 1 and N (2), not 3" in bad.stderr, bad.stderr
+
+
+def test_times_from_junit_round_trips_through_the_seconds_file(tmp_path: Path) -> None:
+    part = load_pytest_part()
+    junit = tmp_path / "j.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.python.test_gpu_ipc" name="a" time="1.5"/>'
+        '<testcase classname="tests.python.test_gpu_ipc.TestX" name="b" time="2.0"/>'
+        '<testcase classname="tests.python.test_spec" name="c" time="0.5"/>'
+        "</testsuite></testsuites>"
+    )
+    test_dir = tmp_path / "suite"
+    test_dir.mkdir()
+    for name in ("test_gpu_ipc.py", "test_spec.py", "test_cpu_only.py"):
+        (test_dir / name).write_text("")
+    text = part.times_from([str(junit)], test_dir)
+    (tmp_path / "seconds.txt").write_text(text)
+    assert part.read_seconds(tmp_path / "seconds.txt") == {"test_gpu_ipc.py": 3.5, "test_spec.py": 0.5,
+                                                           "test_cpu_only.py": 0.0}
+
+
+def test_a_part_that_names_no_files_fails_the_run_instead_of_running_everything(tmp_path: Path) -> None:
+    env, out = script_env(tmp_path, TETHER_PYTEST_PART="3/2")
+    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    summary = (out / "summary.log").read_text()
+    assert "no test files: TETHER_PYTEST_PART=3/2" in summary and "result: FAILED" in summary, summary
+    assert "K must be between 1 and N (2), not 3" in (out / "pytest.log").read_text()
