@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SECONDS = ROOT / "ci" / "gpu_pytest_seconds.txt"
 HEADER = """\
-# Seconds that each file's gpu-marked tests took (pytest -m gpu, junit times), on an H100
-# in stop 40: ci/pytest_part.py balances TETHER_PYTEST_PART by them. Refresh from a run's
+# Seconds that each file's gpu-marked tests took in a GPU run (pytest -m gpu, junit times; 0.0:
+# no GPU tests): ci/pytest_part.py balances TETHER_PYTEST_PART by them. Refresh from a run's
 # pytest-junit*.xml with: ci/pytest_part.py --times-from $OUT/pytest-junit*.xml
 """
 
