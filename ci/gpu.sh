@@ -183,13 +183,7 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   # per-file times in ci/gpu_pytest_seconds.txt (ci/pytest_part.py): the whole suite no longer fits
   # one 600 s device call with the install, so one call runs part 1/2 and the next 2/2
   # (TETHER_GPU_REUSE_SITE=1).
-  PYTEST_WHAT=${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"}
-  PYTEST_NAME="pytest tests/python"
-  if [ -n "${TETHER_PYTEST_PART:-}" ]; then
-    part_k=${TETHER_PYTEST_PART%/*} part_n=${TETHER_PYTEST_PART#*/}
-    PYTEST_WHAT=$("$PY" "$ROOT/ci/pytest_part.py" "$part_k" "$part_n" 2>>"$OUT/pytest.log") || PYTEST_WHAT=""
-    PYTEST_NAME="pytest tests/python, part $TETHER_PYTEST_PART ($(echo $PYTEST_WHAT | wc -w) files)"
-  fi
+  PYTEST_NAME="pytest tests/python${TETHER_PYTEST_PART:+, part $TETHER_PYTEST_PART}"
   # TETHER_PYTEST_MARK=EXPR: only the tests that match (-m EXPR), whole suite or part alike.
   PYTEST_MARK=()
   if [ -n "${TETHER_PYTEST_MARK:-}" ]; then
@@ -199,15 +193,17 @@ if step "pip install . (into $SITE)" "$OUT/pytest.log" install_site; then
   # Every test's outcome and time also go to $OUT/pytest-junit[-K-of-N].xml (which tests are slow,
   # how to balance the parts).
   JUNIT=$OUT/pytest-junit${TETHER_PYTEST_PART:+-${TETHER_PYTEST_PART/\//-of-}}.xml
-  if ! want pytest; then
-    :
-  elif [ -z "$PYTEST_WHAT" ]; then
-    SUMMARY+=("FAILED  0s  $PYTEST_NAME (no test files: TETHER_PYTEST_PART=${TETHER_PYTEST_PART:-}, see pytest.log)")
-    FAILED=1
-  else
-    step "$PYTEST_NAME" "$OUT/pytest.log" \
-      "$PY" -m pytest $PYTEST_WHAT "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15 --junitxml="$JUNIT"
-  fi
+  # The step: the part's files (a part that names none fails the step, rather than run the whole
+  # suite), then pytest on them.
+  run_pytest() {
+    local what=${TETHER_PYTEST_ARGS:-"$ROOT/tests/python"}
+    if [ -n "${TETHER_PYTEST_PART:-}" ]; then
+      what=$("$PY" "$ROOT/ci/pytest_part.py" "${TETHER_PYTEST_PART%/*}" "${TETHER_PYTEST_PART#*/}") || return 2
+      echo "part $TETHER_PYTEST_PART: $(echo $what | wc -w) files"
+    fi
+    "$PY" -m pytest $what "${PYTEST_MARK[@]}" -q -ra -p no:cacheprovider --durations=15 --junitxml="$JUNIT"
+  }
+  want pytest && step "$PYTEST_NAME" "$OUT/pytest.log" run_pytest
   PY_OK=1
 else
   PY_OK=0

@@ -58,9 +58,13 @@ def script_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], Path]:
     return env, out
 
 
+def run_script(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+
+
 def test_steps_log_records_each_step_and_the_marker_selects(tmp_path: Path) -> None:
     env, out = script_env(tmp_path)
-    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    proc = run_script(env)
     assert proc.returncode == 0, proc.stdout + proc.stderr + (out / "pytest.log").read_text()
     pytest_log = (out / "pytest.log").read_text()
     assert "1 passed, 1 deselected" in pytest_log, pytest_log
@@ -104,7 +108,7 @@ def test_past_the_file_limit_every_log_is_packed_beside_summary_and_steps(tmp_pa
     """The device tool brings back at most 8 files: past TETHER_OUT_MAX_FILES the script packs
     every file into logs.tar.gz, and only summary.log and steps.log stay beside it."""
     env, out = script_env(tmp_path, TETHER_OUT_MAX_FILES="2")
-    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    proc = run_script(env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["logs.tar.gz", "steps.log", "summary.log"]
     with tarfile.open(out / "logs.tar.gz") as tar:
@@ -119,7 +123,7 @@ def test_past_the_file_limit_every_log_is_packed_beside_summary_and_steps(tmp_pa
 
 def test_within_the_file_limit_the_logs_stay_as_they_are(tmp_path: Path) -> None:
     env, out = script_env(tmp_path)  # the tiny run writes fewer than the default 8 files
-    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    proc = run_script(env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = {p.name for p in out.iterdir()}
     assert "logs.tar.gz" not in names and {"pytest.log", "summary.log", "steps.log"} <= names, names
@@ -191,8 +195,13 @@ def test_times_from_junit_round_trips_through_the_seconds_file(tmp_path: Path) -
 
 def test_a_part_that_names_no_files_fails_the_run_instead_of_running_everything(tmp_path: Path) -> None:
     env, out = script_env(tmp_path, TETHER_PYTEST_PART="3/2")
-    proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
+    proc = run_script(env)
     assert proc.returncode != 0
     summary = (out / "summary.log").read_text()
-    assert "no test files: TETHER_PYTEST_PART=3/2" in summary and "result: FAILED" in summary, summary
-    assert "K must be between 1 and N (2), not 3" in (out / "pytest.log").read_text()
+    assert "FAILED" in summary and "pytest tests/python, part 3/2, -m gpu" in summary, summary
+    assert "result: FAILED" in summary, summary
+    steps = (out / "steps.log").read_text().splitlines()  # recorded like any other step's outcome
+    assert steps[-1].startswith("FAILED") and "part 3/2" in steps[-1], steps
+    pytest_log = (out / "pytest.log").read_text()
+    assert "K must be between 1 and N (2), not 3" in pytest_log
+    assert "passed" not in pytest_log, pytest_log  # no test ran
